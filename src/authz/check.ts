@@ -1,0 +1,69 @@
+/**
+ * Check: CheckRequest → policy → Decision → CheckResponse. Deny by default: no or unknown policy,
+ * a malformed CheckRequest, any thrown error or a decision past its deadline is a denial with an
+ * explicit status, never an allow and never a crash.
+ */
+import type { Logger } from "pino";
+import { type Decision, deny } from "./decision.ts";
+import { DependencyUnavailable, denialFor } from "./errors.ts";
+import type { Policy } from "./policy.ts";
+import { type CheckRequestMessage, fromCheckRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
+import { type CheckResponseMessage, toCheckResponse } from "../envoy/check-response.ts";
+import { publishDecision } from "../metrics/events.ts";
+
+export interface CheckerOptions {
+  readonly policies: readonly Policy[];
+  /** The whole decision's deadline; below Envoy's ext_authz timeout so Envoy always gets our answer. */
+  readonly timeoutMs: number;
+  readonly retryAfterSeconds: number;
+  readonly logger: Logger;
+}
+
+export type Checker = (message: CheckRequestMessage) => Promise<CheckResponseMessage>;
+
+export function createChecker(options: CheckerOptions): Checker {
+  const policies = new Map(options.policies.map((p) => [p.name as string, p]));
+  const { logger } = options;
+
+  return async function check(message) {
+    const started = process.hrtime.bigint();
+    let policyName = "none";
+    let decision: Decision;
+    let bodyShape: Policy["bodyShape"] = "json";
+    let requestId = "";
+    try {
+      const request = fromCheckRequest(message);
+      requestId = request.requestId;
+      const policy = policies.get(request.contextExtensions["policy"] ?? "");
+      if (policy === undefined) {
+        decision = deny("no-policy", "no authorization policy for this route");
+      } else {
+        policyName = policy.name;
+        bodyShape = policy.bodyShape;
+        decision = await withTimeout(policy.decide(request), options.timeoutMs);
+      }
+    } catch (err) {
+      decision = err instanceof MalformedCheckRequest ? deny("bad-request", "not an HTTP request") : denialFor(err);
+      if (decision.reason === "internal-error") logger.error({ err, request_id: requestId, policy: policyName }, "check failed");
+      else logger.warn({ reason: errorText(err), request_id: requestId, policy: policyName }, "dependency unavailable");
+    }
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    publishDecision(policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
+    if (decision.kind === "deny" && logger.isLevelEnabled("debug")) {
+      logger.debug({ policy: policyName, reason: decision.reason, request_id: requestId }, "denied");
+    }
+    return toCheckResponse(decision, { bodyShape, retryAfterSeconds: options.retryAfterSeconds });
+  };
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DependencyUnavailable("check", `no decision within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : "unknown error";
+}

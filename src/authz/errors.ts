@@ -1,0 +1,60 @@
+/**
+ * Errors that decide a denial. A dependency that fails, times out or is not yet synced is a 503,
+ * never an allow; anything else thrown while deciding is a bug, denied as 500.
+ */
+
+import { type Deny, deny } from "./decision.ts";
+import { publishDependencyCall } from "../metrics/events.ts";
+
+/** A remote dependency (OpenFGA, an API server, an index, an OIDC provider) could not answer in time. */
+export class DependencyUnavailable extends Error {
+  readonly code = "dependency-unavailable";
+  readonly dependency: string;
+  constructor(dependency: string, message: string, options?: { cause?: unknown }) {
+    super(`${dependency}: ${message}`, options);
+    this.dependency = dependency;
+  }
+}
+
+/**
+ * Runs one call to a dependency with a deadline: past `ms` the call is aborted and the result is
+ * DependencyUnavailable; any other failure becomes DependencyUnavailable too.
+ */
+export async function withDeadline<T>(dependency: string, ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const started = performance.now();
+  let ok = false;
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(new DependencyUnavailable(dependency, `no answer within ${ms} ms`));
+    }, ms);
+  });
+  try {
+    const value = await Promise.race([run(controller.signal), deadline]);
+    ok = true;
+    return value;
+  } catch (err) {
+    if (err instanceof DependencyUnavailable) throw err;
+    throw new DependencyUnavailable(dependency, errorSummary(err), { cause: err });
+  } finally {
+    clearTimeout(timer);
+    publishDependencyCall(dependency, (performance.now() - started) / 1000, ok);
+  }
+}
+
+/** A short description of a dependency error that is safe to log (no bodies, no headers). */
+export function errorSummary(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown; statusCode?: unknown }).code ?? (err as { statusCode?: unknown }).statusCode;
+    return code === undefined ? err.name : `${err.name} ${String(code)}`;
+  }
+  return "unknown error";
+}
+
+/** The denial for an error thrown while deciding: the one place that decides which errors are which denials. */
+export function denialFor(err: unknown): Deny {
+  if (err instanceof DependencyUnavailable) return deny("dependency-unavailable", `${err.dependency} is unavailable`);
+  return deny("internal-error", "internal error");
+}

@@ -1,0 +1,59 @@
+/**
+ * The identity phase for Fundament tokens: find the one credential the route accepts, verify it,
+ * and check its audience is accepted in that position (FUN-17 §3 audience binding).
+ */
+import { type Deny, deny } from "./decision.ts";
+import {
+  bearerToken,
+  cookieToken,
+  type CredentialLookup,
+  type CredentialSource,
+  websocketBearerToken,
+} from "../tokens/credentials.ts";
+import type { PluginClaims, TokenVerifier, UserClaims } from "../tokens/fundament.ts";
+
+export const FUNDAMENT_COOKIE = "fundament_auth";
+
+export type TokenType = "user" | "plugin";
+
+/** Which token types a route accepts from which source. */
+export type AcceptedCredentials = Readonly<Partial<Record<CredentialSource, readonly TokenType[]>>>;
+
+export interface Identified {
+  readonly kind: "identified";
+  readonly claims: UserClaims | PluginClaims;
+  readonly source: CredentialSource;
+}
+
+/**
+ * Bearer and WebSocket subprotocol are explicit credentials and may not both be present; a cookie is
+ * only read when neither is (a browser sends it along with everything).
+ */
+export async function identify(
+  headers: Readonly<Record<string, string>>,
+  accepted: AcceptedCredentials,
+  verifier: TokenVerifier,
+): Promise<Identified | Deny> {
+  const lookups: CredentialLookup[] = [];
+  if (accepted.bearer) lookups.push(bearerToken(headers));
+  if (accepted["websocket-protocol"]) lookups.push(websocketBearerToken(headers));
+  const invalid = lookups.find((l) => l.kind === "invalid");
+  if (invalid !== undefined) return deny("invalid-token", "the credential is malformed");
+  let found = lookups.filter((l) => l.kind === "found");
+  if (found.length > 1) return deny("invalid-token", "more than one credential");
+  if (found.length === 0 && accepted.cookie) {
+    const cookie = cookieToken(headers, FUNDAMENT_COOKIE);
+    if (cookie.kind === "invalid") return deny("invalid-token", "the credential is malformed");
+    found = [cookie].filter((l) => l.kind === "found");
+  }
+  const credential = found[0];
+  if (credential === undefined || credential.kind !== "found") return deny("missing-token", "no credentials");
+
+  const verified = await verifier.verify(credential.token);
+  if (!verified.ok) return deny("invalid-token", `the token is not valid: ${verified.detail}`);
+  const { claims } = verified;
+  if (claims.type === "other-audience" || !(accepted[credential.source] ?? []).includes(claims.type)) {
+    return deny("wrong-audience", "the token is not accepted here");
+  }
+  return { kind: "identified", claims, source: credential.source };
+}

@@ -1,0 +1,229 @@
+/**
+ * kube-api-proxy: the gateway, the single policy-enforcement point for the Kubernetes data path
+ * (FUN-17 §4, §11). It accepts both token types:
+ *  - UserToken: unchanged path, now enforcing aud=fundament-user; the user's own per-user
+ *    ServiceAccount token is injected downstream.
+ *  - PluginToken: the gates of §11 in order, then the plugin installation's ServiceAccount token is
+ *    injected, so the cluster caps the call at the plugin's RBAC after the gateway capped it at the
+ *    user's: effective permission is exactly user ∩ plugin.
+ */
+import { decisionLabel, type AuditSink, type PluginRequestAudit } from "../../audit/plugin-request.ts";
+import { allow, type Decision, deny } from "../decision.ts";
+import { identify, type AcceptedCredentials } from "../fundament-identity.ts";
+import type { Policy } from "../policy.ts";
+import type {
+  AccessAttributes,
+  ClusterViewCheck,
+  InstallationLookup,
+  KnownClusters,
+  ServiceAccountTokens,
+  UserAccessReview,
+} from "../ports.ts";
+import { start } from "../started.ts";
+import type { HttpRequest } from "../../envoy/check-request.ts";
+import { mutations } from "../../headers/mutations.ts";
+import { kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
+import { authorizationVerbsFor, isWebSocketUpgrade, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
+import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
+import { denialFor } from "../errors.ts";
+import { unusableInstallation } from "../installation.ts";
+import { replaceWebsocketBearer } from "../../tokens/credentials.ts";
+import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
+
+export interface KubeApiProxyDeps {
+  readonly tokens: TokenVerifier;
+  readonly clusters: KnownClusters;
+  readonly canView: ClusterViewCheck;
+  readonly userAccess: UserAccessReview;
+  readonly installations: InstallationLookup;
+  readonly serviceAccountTokens: ServiceAccountTokens;
+  readonly audit: AuditSink;
+  /** FUN-19's local-dev escape hatch: accept installations whose definition hash is not pinned. */
+  readonly allowUnpinned: boolean;
+}
+
+/** kubectl and client libraries send Bearer or the WebSocket subprotocol; the Console sends the cookie (UserToken only). */
+const ACCEPTED: AcceptedCredentials = {
+  bearer: ["user", "plugin"],
+  "websocket-protocol": ["user", "plugin"],
+  cookie: ["user"],
+};
+
+export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
+  return {
+    name: "kube-api-proxy",
+    bodyShape: "kube-status",
+    async decide(request) {
+      const target = parseGatewayPath(request.path);
+      if (target.kind === "malformed") return deny("bad-request", target.detail);
+      const identity = await identify(request.headers, ACCEPTED, deps.tokens);
+      if (identity.kind === "deny") return identity;
+      const { claims } = identity;
+      return claims.type === "user"
+        ? userRequest(request, target.clusterId, target.rest, claims, deps)
+        : auditedPluginRequest(request, target.clusterId, target.rest, claims, deps);
+    },
+  };
+}
+
+/** UserToken: can_view, then forward with the user's own per-user ServiceAccount token. */
+async function userRequest(
+  request: HttpRequest,
+  clusterId: string,
+  rest: string,
+  claims: UserClaims,
+  deps: KubeApiProxyDeps,
+): Promise<Decision> {
+  const known = deps.clusters.has(clusterId);
+  const sa = userServiceAccount(claims.sub);
+  const canView = start(() => deps.canView.canView(claims.sub, clusterId));
+  const token = start(async () => (known ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name) : undefined));
+
+  if (!(await canView.result())) return deny("can-view-denied", "you cannot view this cluster");
+  if (!known) return deny("unknown-cluster", "no such cluster");
+  const path = kubePathOf(rest);
+  if (path.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
+  if (path.kind === "malformed") return deny("bad-request", path.detail);
+  const saToken = await token.result();
+  if (saToken === undefined) return deny("user-unavailable", "you have no identity on this cluster yet");
+  return allow(credentialSwap(request, saToken));
+}
+
+async function auditedPluginRequest(
+  request: HttpRequest,
+  clusterId: string,
+  rest: string,
+  claims: PluginClaims,
+  deps: KubeApiProxyDeps,
+): Promise<Decision> {
+  const trail: AuditTrail = { info: undefined, pinnedDefinitionHash: "" };
+  let decision: Decision;
+  try {
+    decision = await pluginRequest(request, clusterId, rest, claims, deps, trail);
+  } catch (err) {
+    // Decided here rather than by the caller so the audit line names the denial actually given.
+    decision = denialFor(err);
+  }
+  deps.audit.pluginRequest(auditLine(request, claims, trail, decisionLabel(decision)));
+  return decision;
+}
+
+/** What the gates learned that the audit line reports, whatever the outcome. */
+interface AuditTrail {
+  info: RequestInfo | undefined;
+  pinnedDefinitionHash: string;
+}
+
+/**
+ * PluginToken, FUN-17 §11. The gates are written in the seed's order; the remote ones (OpenFGA, the
+ * SubjectAccessReview, the TokenRequest) start together, and the first denial in this order is reported.
+ */
+async function pluginRequest(
+  request: HttpRequest,
+  clusterId: string,
+  rest: string,
+  claims: PluginClaims,
+  deps: KubeApiProxyDeps,
+  trail: AuditTrail,
+): Promise<Decision> {
+  // Gate 1, aud=fundament-plugin: identify() accepted the token as a PluginToken.
+  // Impersonation would let the plugin step outside the user's SubjectAccessReview.
+  if (Object.keys(request.headers).some((h) => h.startsWith("impersonate-"))) {
+    return deny("impersonation-forbidden", "impersonation is not allowed for plugin requests");
+  }
+  // Gate 2: cluster_id in the URL equals claims.cluster_id.
+  if (clusterId !== claims.clusterId) return deny("cluster-mismatch", "the token is bound to another cluster");
+
+  const known = deps.clusters.has(clusterId);
+  const path = known ? kubePathOf(rest) : undefined;
+  const info = path?.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
+  trail.info = info;
+  const installation = start(async () => {
+    const found = known ? deps.installations.byUid(clusterId, claims.installationId) : undefined;
+    trail.pinnedDefinitionHash = found?.definitionHash ?? "";
+    return found;
+  });
+  const sa = pluginServiceAccount(claims.installationName);
+
+  const canView = start(() => deps.canView.canView(claims.sub, clusterId));
+  const userMay = start(async () =>
+    info === undefined || (info.isResourceRequest && info.parseError !== undefined) ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info, request)),
+  );
+  const pluginToken = start(async () => {
+    const usable = unusableInstallation(await installation.result(), claims, deps.allowUnpinned) === undefined;
+    return usable ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name) : undefined;
+  });
+
+  // Gate 3: OpenFGA can_view on (user, cluster).
+  if (!(await canView.result())) return deny("can-view-denied", "the user cannot view this cluster");
+  if (!known) return deny("unknown-cluster", "no such cluster");
+  // Gate 4: parse the Kubernetes request into (apiGroup, resource, verb, namespace, name?, subresource?).
+  if (path!.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
+  if (path!.kind === "malformed") return deny("bad-request", path!.detail);
+  // kube-apiserver answers these itself, before any authorization (e.g. `/api/v1/watch` with nothing after it).
+  if (info?.isResourceRequest && info.parseError !== undefined) return deny("bad-request", info.parseError);
+  // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
+  if (!(await userMay.result())) return deny("user-sar-denied", "the user may not do this");
+  // Gate 6: resolve (cluster, installation_id) → plugin ServiceAccount from the PluginInstallation index.
+  const unusable = unusableInstallation(await installation.result(), claims, deps.allowUnpinned);
+  if (unusable !== undefined) return unusable;
+  const saToken = await pluginToken.result();
+  if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");
+  return allow(credentialSwap(request, saToken));
+}
+
+/** A WebSocket GET on pods/exec|attach|portforward needs both get and create (Kubernetes ≥ 1.35). */
+function accessAttributes(info: RequestInfo, request: HttpRequest): AccessAttributes[] {
+  return authorizationVerbsFor(info, isWebSocketUpgrade(request.headers)).map((verb): AccessAttributes =>
+    info.isResourceRequest
+      ? {
+          kind: "resource",
+          verb,
+          group: info.apiGroup,
+          version: info.apiVersion,
+          resource: info.resource,
+          subresource: info.subresource,
+          namespace: info.namespace,
+          name: info.name,
+        }
+      : { kind: "non-resource", verb, path: info.path },
+  );
+}
+
+async function allAllowed(review: UserAccessReview, clusterId: string, userId: string, attributes: AccessAttributes[]): Promise<boolean> {
+  const answers = await Promise.all(attributes.map((a) => review.allowed(clusterId, userId, a)));
+  return answers.every(Boolean);
+}
+
+/** The caller's credential never travels on: the injected ServiceAccount token replaces it everywhere it was. */
+function credentialSwap(request: HttpRequest, saToken: string) {
+  const set: Record<string, string> = { authorization: `Bearer ${saToken}` };
+  const protocols = request.headers["sec-websocket-protocol"];
+  if (protocols !== undefined) set["sec-websocket-protocol"] = replaceWebsocketBearer(protocols, saToken);
+  return mutations(request.headers, set, ["cookie"]);
+}
+
+function auditLine(request: HttpRequest, claims: PluginClaims, trail: AuditTrail, decision: string): PluginRequestAudit {
+  const info = trail.info;
+  const resource = info?.isResourceRequest ? info : undefined;
+  return {
+    audit: "plugin_request",
+    user: claims.sub,
+    cluster_id: claims.clusterId,
+    installation_id: claims.installationId,
+    plugin_name: claims.pluginName,
+    plugin_version: claims.pluginVersion,
+    definition_hash: claims.definitionHash,
+    pinned_definition_hash: trail.pinnedDefinitionHash,
+    verb: info?.verb ?? "",
+    api_group: resource?.apiGroup ?? "",
+    resource: resource?.resource ?? "",
+    subresource: resource?.subresource ?? "",
+    namespace: resource?.namespace ?? "",
+    name: resource?.name ?? "",
+    path: info !== undefined && !info.isResourceRequest ? info.path : "",
+    decision,
+    request_id: request.requestId,
+  };
+}
+

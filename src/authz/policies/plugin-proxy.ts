@@ -1,0 +1,97 @@
+/**
+ * plugin-proxy's authenticated routes (FUN-17 §4, §11): `/installations/{id}/runtime/…` to the plugin
+ * pod, `/installations/{id}/controller/…` to the plugin-controller. There is no Kubernetes scope to
+ * apply, so authorization reduces to: aud=fundament-plugin, the URL's installation_id equals the
+ * claim, and OpenFGA can_view on (user, claims.cluster_id) still holds.
+ *
+ * The upstream is not in the URL: on allow, headers tell Envoy which cluster, namespace and Service
+ * the request goes to, and the caller's own credential is removed (it never reaches a plugin pod).
+ */
+import { allow, type Decision, deny } from "../decision.ts";
+import { identify, type AcceptedCredentials } from "../fundament-identity.ts";
+import type { Policy } from "../policy.ts";
+import type { ClusterViewCheck, KnownClusters } from "../ports.ts";
+import type { HttpRequest } from "../../envoy/check-request.ts";
+import { mutations } from "../../headers/mutations.ts";
+import { pluginServiceAccount } from "../../kube/service-accounts.ts";
+import type { TokenVerifier } from "../../tokens/fundament.ts";
+
+export interface PluginProxyDeps {
+  readonly tokens: TokenVerifier;
+  readonly clusters: KnownClusters;
+  readonly canView: ClusterViewCheck;
+  /** Where the plugin-controller listens on every cluster. */
+  readonly controller: { readonly namespace: string; readonly service: string };
+}
+
+/** Headers portcullis sets for Envoy's routing and for the upstream; the client's own are always replaced. */
+export const UPSTREAM_HEADERS = {
+  clusterId: "x-fundament-cluster-id",
+  namespace: "x-fundament-upstream-namespace",
+  service: "x-fundament-upstream-service",
+  userId: "x-fundament-user-id",
+  installationId: "x-fundament-installation-id",
+} as const;
+
+/** PluginToken from Bearer only: the cookie is a UserToken and belongs to the Console's origin. */
+const ACCEPTED: AcceptedCredentials = { bearer: ["plugin"] };
+
+export type PluginRoute =
+  | { readonly kind: "ok"; readonly installationId: string; readonly upstream: "runtime" | "controller" }
+  | { readonly kind: "not-found" }
+  | { readonly kind: "malformed"; readonly detail: string };
+
+/** `/installations/{installation_id}/{runtime|controller}[/…]`. Pure. */
+export function pluginRoute(path: string): PluginRoute {
+  const match = /^\/installations\/([^/]*)\/(runtime|controller)(?:\/.*)?$/.exec(path);
+  if (match === null) return { kind: "not-found" };
+  // Any case is read as a UUID here; comparing with the claim (always lower case) decides.
+  if (!/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/.test(match[1]!)) {
+    return { kind: "malformed", detail: "installation id is not a UUID" };
+  }
+  return { kind: "ok", installationId: match[1]!, upstream: match[2] as "runtime" | "controller" };
+}
+
+export function pluginProxy(deps: PluginProxyDeps): Policy {
+  return {
+    name: "plugin-proxy",
+    bodyShape: "json",
+    async decide(request: HttpRequest): Promise<Decision> {
+      const route = pluginRoute(request.path);
+      if (route.kind === "not-found") return deny("not-found", "no such route");
+      if (route.kind === "malformed") return deny("bad-request", route.detail);
+      // aud=fundament-plugin.
+      const identity = await identify(request.headers, ACCEPTED, deps.tokens);
+      if (identity.kind === "deny") return identity;
+      const claims = identity.claims;
+      if (claims.type !== "plugin") return deny("wrong-audience", "the token is not accepted here");
+      // The URL's installation_id matches the claim.
+      if (route.installationId !== claims.installationId) {
+        return deny("installation-mismatch", "the token is bound to another installation");
+      }
+      // OpenFGA can_view: the token's user still has access to claims.cluster_id.
+      if (!(await deps.canView.canView(claims.sub, claims.clusterId))) {
+        return deny("can-view-denied", "the user cannot view this cluster");
+      }
+      if (!deps.clusters.has(claims.clusterId)) return deny("unknown-cluster", "no such cluster");
+
+      const upstream =
+        route.upstream === "runtime"
+          ? { namespace: pluginServiceAccount(claims.installationName).namespace, service: `plugin-${claims.installationName}` }
+          : deps.controller;
+      return allow(
+        mutations(
+          request.headers,
+          {
+            [UPSTREAM_HEADERS.clusterId]: claims.clusterId,
+            [UPSTREAM_HEADERS.namespace]: upstream.namespace,
+            [UPSTREAM_HEADERS.service]: upstream.service,
+            [UPSTREAM_HEADERS.userId]: claims.sub,
+            [UPSTREAM_HEADERS.installationId]: claims.installationId,
+          },
+          ["authorization", "cookie"],
+        ),
+      );
+    },
+  };
+}

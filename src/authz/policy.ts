@@ -1,0 +1,16 @@
+/**
+ * A policy decides one request for one kind of route. Envoy names the policy per route in
+ * `check_settings.context_extensions.policy`.
+ */
+import type { BodyShape, Decision } from "./decision.ts";
+import type { HttpRequest } from "../envoy/check-request.ts";
+
+export const POLICY_NAMES = ["kube-api-proxy", "plugin-proxy", "plugin-assets", "konfidence-api"] as const;
+export type PolicyName = (typeof POLICY_NAMES)[number];
+
+export interface Policy {
+  readonly name: PolicyName;
+  /** The shape of this policy's denial bodies. */
+  readonly bodyShape: BodyShape;
+  decide(request: HttpRequest): Promise<Decision>;
+}

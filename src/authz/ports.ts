@@ -1,0 +1,58 @@
+/**
+ * What the policies ask of the outside world. Each port is implemented over a real system
+ * (OpenFGA, kube-apiserver, an informer) with its own cache and deadline, and by fakes in tests.
+ * A port that cannot answer throws DependencyUnavailable; it never guesses.
+ */
+
+/** OpenFGA Check(user:<userId>, can_view, cluster:<clusterId>). */
+export interface ClusterViewCheck {
+  canView(userId: string, clusterId: string): Promise<boolean>;
+}
+
+/** The attributes of one SubjectAccessReview (authorization.k8s.io/v1 SubjectAccessReviewSpec, less the subject). */
+export type AccessAttributes =
+  | {
+      readonly kind: "resource";
+      readonly verb: string;
+      readonly group: string;
+      readonly version: string;
+      readonly resource: string;
+      readonly subresource: string;
+      readonly namespace: string;
+      readonly name: string;
+    }
+  | { readonly kind: "non-resource"; readonly verb: string; readonly path: string };
+
+/** A SubjectAccessReview on one cluster for a user's per-user ServiceAccount. */
+export interface UserAccessReview {
+  allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean>;
+}
+
+/** TokenRequest for a ServiceAccount; `undefined` when the ServiceAccount does not exist. */
+export interface ServiceAccountTokens {
+  token(clusterId: string, namespace: string, name: string): Promise<string | undefined>;
+}
+
+/** What the gateway needs to know of a PluginInstallation (plugins.fundament.io/v1). */
+export interface Installation {
+  readonly uid: string;
+  readonly name: string;
+  readonly pluginName: string;
+  readonly pluginVersion: string;
+  /** `spec.definitionRef.definitionHash`: empty, `sha256:unknown`, or `sha256:<hex>`. */
+  readonly definitionHash: string;
+  readonly phase: string;
+  readonly terminating: boolean;
+  readonly organizationId: string;
+}
+
+/** The PluginInstallation index of each cluster, fed by a watch. */
+export interface InstallationLookup {
+  /** Throws DependencyUnavailable while the cluster's index has not synced. */
+  byUid(clusterId: string, uid: string): Installation | undefined;
+}
+
+/** The clusters portcullis has credentials for. */
+export interface KnownClusters {
+  has(clusterId: string): boolean;
+}

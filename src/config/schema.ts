@@ -1,0 +1,117 @@
+/**
+ * The configuration file, validated once at start. Unknown keys are errors (a typo must not
+ * silently fall back to a default); every field says what it expects.
+ */
+import { z } from "zod";
+
+const address = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, "expected host:port, e.g. 0.0.0.0:9001");
+const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "expected a lower-case UUID");
+const millis = z.number().int().positive();
+const dnsLabel = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "expected a DNS label");
+
+/** A secret is never written in the file itself: it comes from an environment variable or a file. */
+const secretSource = z
+  .object({
+    env: z.string().min(1).optional().describe("name of an environment variable holding the secret"),
+    file: z.string().min(1).optional().describe("path of a file holding the secret (trailing newline ignored)"),
+  })
+  .strict()
+  .refine((s) => (s.env === undefined) !== (s.file === undefined), "expected exactly one of env or file");
+
+export const configSchema = z
+  .object({
+    listen: z
+      .object({
+        grpc: address.default("0.0.0.0:9001").describe("ext_authz Check and grpc.health.v1"),
+        admin: address.default("0.0.0.0:9090").describe("/healthz, /readyz, /metrics"),
+        internal: address.default("0.0.0.0:9002").describe("PluginInstallationService, for authn-api only"),
+      })
+      .strict()
+      .default({ grpc: "0.0.0.0:9001", admin: "0.0.0.0:9090", internal: "0.0.0.0:9002" }),
+    workers: z.number().int().min(1).max(64).default(1).describe("processes sharing the gRPC port"),
+    logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
+    check: z
+      .object({
+        timeoutMs: millis.default(800).describe("whole-decision deadline; keep below Envoy's ext_authz timeout"),
+        retryAfterSeconds: z.number().int().min(0).default(1),
+      })
+      .strict()
+      .default({ timeoutMs: 800, retryAfterSeconds: 1 }),
+    tokens: z
+      .object({
+        secrets: z.array(secretSource).min(1).describe("HS256 secrets; any verifies (rotation)"),
+        issuer: z.string().min(1).default("fundament-authn-api"),
+        clockToleranceSeconds: z.number().int().min(0).max(300).default(5),
+        cacheMaxEntries: z.number().int().positive().default(20_000),
+      })
+      .strict(),
+    openfga: z
+      .object({
+        apiUrl: z.url().describe("OpenFGA HTTP API, e.g. http://openfga:8080"),
+        storeId: z.string().min(1),
+        authorizationModelId: z.string().min(1).optional(),
+        apiToken: secretSource.optional(),
+        timeoutMs: millis.default(300),
+        allowTtlMs: millis.default(5_000),
+        denyTtlMs: millis.default(2_000),
+        cacheMaxEntries: z.number().int().positive().default(50_000),
+      })
+      .strict(),
+    clusters: z
+      .array(
+        z
+          .object({
+            id: uuid,
+            kubeconfig: z.string().min(1).optional().describe("kubeconfig file; in-cluster configuration when absent"),
+            context: z.string().min(1).optional(),
+          })
+          .strict(),
+      )
+      .default([])
+      .refine((cs) => new Set(cs.map((c) => c.id)).size === cs.length, "cluster ids must be unique"),
+    kube: z
+      .object({
+        sar: z
+          .object({
+            timeoutMs: millis.default(300),
+            allowTtlMs: millis.default(5_000),
+            denyTtlMs: millis.default(2_000),
+            cacheMaxEntries: z.number().int().positive().default(50_000),
+          })
+          .strict()
+          .default({ timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, cacheMaxEntries: 50_000 }),
+        tokenRequest: z
+          .object({
+            expirationSeconds: z.number().int().min(600).default(3600),
+            audiences: z.array(z.string().min(1)).default([]),
+            timeoutMs: millis.default(500),
+            cacheMaxEntries: z.number().int().positive().default(20_000),
+          })
+          .strict()
+          .default({ expirationSeconds: 3600, audiences: [], timeoutMs: 500, cacheMaxEntries: 20_000 }),
+      })
+      .strict()
+      .default({
+        sar: { timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, cacheMaxEntries: 50_000 },
+        tokenRequest: { expirationSeconds: 3600, audiences: [], timeoutMs: 500, cacheMaxEntries: 20_000 },
+      }),
+    plugins: z
+      .object({
+        allowUnpinned: z
+          .boolean()
+          .default(false)
+          .describe("FUN-19 local-dev escape hatch: accept installations without a pinned definition hash. Never in production."),
+        controller: z
+          .object({ namespace: dnsLabel.default("fundament-system"), service: dnsLabel.default("plugin-controller") })
+          .strict()
+          .default({ namespace: "fundament-system", service: "plugin-controller" }),
+      })
+      .strict()
+      .default({ allowUnpinned: false, controller: { namespace: "fundament-system", service: "plugin-controller" } }),
+  })
+  .strict();
+
+export type Config = z.infer<typeof configSchema>;
+export type SecretSource = z.infer<typeof secretSource>;

@@ -1,0 +1,93 @@
+/**
+ * Decision → envoy.service.auth.v3.CheckResponse. The one place that knows Envoy's response shape:
+ * every response carries an explicit `status`, every denial `x-portcullis-reason`.
+ */
+import type { BodyShape, Decision, Deny } from "../authz/decision.ts";
+import { GrpcCode, REASONS } from "../authz/reasons.ts";
+
+/** envoy.config.core.v3.HeaderValueOption.HeaderAppendAction: replace whatever the request or reply had. */
+const OVERWRITE_IF_EXISTS_OR_ADD = "OVERWRITE_IF_EXISTS_OR_ADD";
+
+interface HeaderValueOption {
+  header: { key: string; value: string };
+  append_action: typeof OVERWRITE_IF_EXISTS_OR_ADD;
+}
+
+export interface CheckResponseMessage {
+  status: { code: number; message: string };
+  ok_response?: { headers: HeaderValueOption[]; headers_to_remove: string[] };
+  denied_response?: { status: { code: number }; headers: HeaderValueOption[]; body: string };
+}
+
+export interface ResponseOptions {
+  readonly bodyShape: BodyShape;
+  /** Seconds a client should wait before retrying a 503. */
+  readonly retryAfterSeconds: number;
+}
+
+export function toCheckResponse(decision: Decision, options: ResponseOptions): CheckResponseMessage {
+  if (decision.kind === "allow") {
+    return {
+      status: { code: GrpcCode.OK, message: "" },
+      ok_response: {
+        headers: Object.entries(decision.mutations.set).map(([key, value]) => headerOption(key, value)),
+        headers_to_remove: [...decision.mutations.remove],
+      },
+    };
+  }
+  const { http, grpc } = REASONS[decision.reason];
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    "x-portcullis-reason": decision.reason,
+    ...decision.headers,
+  };
+  if (http === 401) headers["www-authenticate"] = "Bearer";
+  if (http === 503) headers["retry-after"] = String(options.retryAfterSeconds);
+  return {
+    status: { code: grpc, message: decision.reason },
+    denied_response: {
+      status: { code: http },
+      headers: Object.entries(headers).map(([key, value]) => headerOption(key, value)),
+      body: denialBody(decision, http, options.bodyShape),
+    },
+  };
+}
+
+function headerOption(key: string, value: string): HeaderValueOption {
+  return { header: { key, value }, append_action: OVERWRITE_IF_EXISTS_OR_ADD };
+}
+
+/** metav1.StatusReason for each HTTP status we answer with, so kubectl prints a normal error. */
+const KUBE_STATUS_REASON: Readonly<Record<number, string>> = {
+  400: "BadRequest",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "NotFound",
+  405: "MethodNotAllowed",
+  500: "InternalError",
+  503: "ServiceUnavailable",
+};
+
+function denialBody(decision: Deny, http: number, shape: BodyShape): string {
+  switch (shape) {
+    case "kube-status":
+      return JSON.stringify({
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: decision.message,
+        reason: KUBE_STATUS_REASON[http] ?? "Unknown",
+        details: { causes: [{ reason: decision.reason, message: decision.message }] },
+        code: http,
+      });
+    case "json":
+      return JSON.stringify({ error: { code: decision.reason, message: decision.message } });
+    default:
+      return assertNever(shape);
+  }
+}
+
+export function assertNever(x: never): never {
+  throw new TypeError(`unexpected value ${String(x)}`);
+}

@@ -1,0 +1,47 @@
+/**
+ * Header mutations on allow: what the upstream request gets set, overwritten or removed.
+ * Hygiene rules (DESIGN.md "Header hygiene") live here so every policy applies them the same way.
+ */
+
+export interface HeaderMutations {
+  /** Set on the upstream request, overwriting whatever the client sent under that name. */
+  readonly set: Readonly<Record<string, string>>;
+  /** Removed from the upstream request. */
+  readonly remove: readonly string[];
+}
+
+/** Prefixes of headers that identify the caller to upstreams; a client can never smuggle them through. */
+const CALLER_IDENTITY_PREFIXES = ["x-fundament-", "x-konfidence-"] as const;
+
+export function isCallerIdentityHeader(name: string): boolean {
+  return CALLER_IDENTITY_PREFIXES.some((p) => name.startsWith(p));
+}
+
+/**
+ * Builds the mutations for an allow: `set` overwrites, `remove` drops those of the named headers the
+ * request carries, and every caller-identity header the client sent that portcullis does not set
+ * itself is removed as well.
+ */
+export function mutations(
+  requestHeaders: Readonly<Record<string, string>>,
+  set: Record<string, string>,
+  remove: readonly string[] = [],
+): HeaderMutations {
+  for (const [name, value] of Object.entries(set)) {
+    if (!isSafeHeaderValue(value)) {
+      // A programming mistake: callers validate claims before they become headers.
+      throw new TypeError(`unsafe value for header ${name}`);
+    }
+  }
+  const removed = new Set(remove.filter((name) => name in requestHeaders));
+  for (const name of Object.keys(requestHeaders)) {
+    if (isCallerIdentityHeader(name) && !(name in set)) removed.add(name);
+  }
+  for (const name of Object.keys(set)) removed.delete(name);
+  return { set, remove: [...removed].sort() };
+}
+
+/** Visible ASCII and spaces only: no CR, LF, NUL or other control characters, nothing non-ASCII. */
+export function isSafeHeaderValue(value: string): boolean {
+  return /^[\x20-\x7e]*$/.test(value);
+}

@@ -1,0 +1,100 @@
+/**
+ * TokenRequest for a ServiceAccount (the plugin's, or the user's own), cached until 80% of the
+ * returned lifetime so a token is never handed out close to its expiry; concurrent misses share
+ * one request.
+ */
+import { CoreV1Api } from "@kubernetes/client-node";
+import { LRUCache } from "lru-cache";
+import type { Clusters } from "./clusters.ts";
+import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import type { ServiceAccountTokens } from "../authz/ports.ts";
+import { publishCacheLookup } from "../metrics/events.ts";
+
+export interface ServiceAccountTokenOptions {
+  /** At least 600: the API server's minimum. */
+  readonly expirationSeconds: number;
+  /** Audiences of the issued token; empty means the API server's own. */
+  readonly audiences: readonly string[];
+  readonly timeoutMs: number;
+  readonly maxEntries: number;
+  readonly now?: () => number;
+}
+
+/** Refresh at 80% of the lifetime (DESIGN.md, TokenRequest). */
+const REFRESH_AT = 0.8;
+
+interface Target {
+  readonly clusterId: string;
+  readonly namespace: string;
+  readonly name: string;
+}
+
+/** A cached "no such ServiceAccount" is a short-lived answer, not an error. */
+const MISSING = "";
+const MISSING_TTL_MS = 2_000;
+
+export class TokenRequests implements ServiceAccountTokens {
+  readonly #cache: LRUCache<string, string, Target>;
+
+  constructor(clusters: Clusters, options: ServiceAccountTokenOptions) {
+    const now = options.now ?? Date.now;
+    const apis = new Map(clusters.all().map((c) => [c.id, { cluster: c, api: c.kubeConfig.makeApiClient(CoreV1Api) }]));
+    this.#cache = new LRUCache<string, string, Target>({
+      max: options.maxEntries,
+      ttl: MISSING_TTL_MS,
+      perf: { now },
+      fetchMethod: async (_key, _stale, { options: entry, context }) => {
+        const target = apis.get(context.clusterId);
+        if (target === undefined) throw new DependencyUnavailable("kube-apiserver", "cluster not configured");
+        const requested = now();
+        let response;
+        try {
+          response = await withDeadline("kube-apiserver", options.timeoutMs, (signal) =>
+            target.api.createNamespacedServiceAccountToken(
+              {
+                name: context.name,
+                namespace: context.namespace,
+                body: {
+                  apiVersion: "authentication.k8s.io/v1",
+                  kind: "TokenRequest",
+                  spec: { audiences: [...options.audiences], expirationSeconds: options.expirationSeconds },
+                },
+              },
+              target.cluster.callOptions(signal),
+            ),
+          );
+        } catch (err) {
+          if (httpStatusOf(err) === 404) {
+            entry.ttl = MISSING_TTL_MS;
+            return MISSING;
+          }
+          throw err;
+        }
+        const token = response.status?.token;
+        const expires = response.status?.expirationTimestamp;
+        if (typeof token !== "string" || token === "" || expires === undefined) {
+          throw new DependencyUnavailable("kube-apiserver", "TokenRequest answered without a token");
+        }
+        const lifetime = new Date(expires).getTime() - requested;
+        if (!(lifetime > 0)) throw new DependencyUnavailable("kube-apiserver", "TokenRequest returned an expired token");
+        entry.ttl = Math.floor(lifetime * REFRESH_AT);
+        return token;
+      },
+    });
+  }
+
+  async token(clusterId: string, namespace: string, name: string): Promise<string | undefined> {
+    const status: LRUCache.Status<string, string> = {};
+    const token = await this.#cache.fetch(`${clusterId}/${namespace}/${name}`, { context: { clusterId, namespace, name }, status });
+    publishCacheLookup("service_account_token", status.fetch);
+    if (token === undefined) throw new DependencyUnavailable("kube-apiserver", "no TokenRequest answer");
+    return token === MISSING ? undefined : token;
+  }
+}
+
+/** The HTTP status of a client-node ApiException (wrapped by withDeadline), if any. */
+function httpStatusOf(err: unknown): number | undefined {
+  const cause = err instanceof DependencyUnavailable ? err.cause : err;
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  return typeof code === "number" ? code : undefined;
+}

@@ -1,0 +1,79 @@
+/**
+ * The user half of user ∩ plugin (FUN-17 §4): a SubjectAccessReview on the target cluster for the
+ * user's per-user ServiceAccount. Answers are cached per full review (cluster, user, attributes)
+ * with separate allow and deny TTLs; concurrent identical misses share one review; errors are
+ * never cached.
+ */
+import { AuthorizationV1Api, type V1SubjectAccessReview } from "@kubernetes/client-node";
+import { LRUCache } from "lru-cache";
+import type { Clusters } from "./clusters.ts";
+import { serviceAccountSubject, userServiceAccount } from "./service-accounts.ts";
+import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import type { AccessAttributes, UserAccessReview } from "../authz/ports.ts";
+import { publishCacheLookup } from "../metrics/events.ts";
+
+export interface UserAccessReviewOptions {
+  readonly timeoutMs: number;
+  readonly allowTtlMs: number;
+  readonly denyTtlMs: number;
+  readonly maxEntries: number;
+}
+
+interface Review {
+  readonly clusterId: string;
+  readonly body: V1SubjectAccessReview;
+}
+
+export class SubjectAccessReviews implements UserAccessReview {
+  readonly #cache: LRUCache<string, boolean, Review>;
+
+  constructor(clusters: Clusters, options: UserAccessReviewOptions) {
+    const apis = new Map(clusters.all().map((c) => [c.id, { cluster: c, api: c.kubeConfig.makeApiClient(AuthorizationV1Api) }]));
+    this.#cache = new LRUCache<string, boolean, Review>({
+      max: options.maxEntries,
+      ttl: options.allowTtlMs,
+      fetchMethod: async (_key, _stale, { options: entry, context }) => {
+        const target = apis.get(context.clusterId);
+        if (target === undefined) throw new DependencyUnavailable("kube-apiserver", "cluster not configured");
+        const review = await withDeadline("kube-apiserver", options.timeoutMs, (signal) =>
+          target.api.createSubjectAccessReview({ body: context.body }, target.cluster.callOptions(signal)),
+        );
+        const allowed = review.status?.allowed === true && review.status.denied !== true;
+        entry.ttl = allowed ? options.allowTtlMs : options.denyTtlMs;
+        return allowed;
+      },
+    });
+  }
+
+  async allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean> {
+    const body = reviewFor(userId, attributes);
+    const status: LRUCache.Status<string, boolean> = {};
+    const key = JSON.stringify([clusterId, body.spec]);
+    const answer = await this.#cache.fetch(key, { context: { clusterId, body }, status });
+    publishCacheLookup("subject_access_review", status.fetch);
+    if (answer === undefined) throw new DependencyUnavailable("kube-apiserver", "no SubjectAccessReview answer");
+    return answer;
+  }
+}
+
+/** The SubjectAccessReview the API server would evaluate for the user's ServiceAccount making this request. */
+export function reviewFor(userId: string, attributes: AccessAttributes): V1SubjectAccessReview {
+  const subject = serviceAccountSubject(userServiceAccount(userId));
+  const spec: V1SubjectAccessReview["spec"] =
+    attributes.kind === "resource"
+      ? {
+          user: subject.user,
+          groups: subject.groups,
+          resourceAttributes: {
+            verb: attributes.verb,
+            group: attributes.group,
+            version: attributes.version,
+            resource: attributes.resource,
+            subresource: attributes.subresource,
+            namespace: attributes.namespace,
+            name: attributes.name,
+          },
+        }
+      : { user: subject.user, groups: subject.groups, nonResourceAttributes: { verb: attributes.verb, path: attributes.path } };
+  return { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec };
+}

@@ -1,0 +1,40 @@
+/**
+ * What the decision code tells the metrics: published on diagnostics channels, so the gates and
+ * ports know nothing of Prometheus and cost nothing when no one listens.
+ */
+import { channel } from "node:diagnostics_channel";
+
+export interface CacheLookup {
+  readonly cache: string;
+  /** lru-cache's fetch status: hit, miss, inflight, stale, refresh … */
+  readonly outcome: string;
+}
+
+export interface DependencyCall {
+  readonly dependency: string;
+  readonly seconds: number;
+  readonly ok: boolean;
+}
+
+export interface CheckDecision {
+  readonly policy: string;
+  /** `allowed` or the denial's reason code. */
+  readonly outcome: string;
+  readonly seconds: number;
+}
+
+export const checkDecisions = channel("portcullis:decision");
+export const cacheLookups = channel("portcullis:cache");
+export const dependencyCalls = channel("portcullis:dependency");
+
+export function publishCacheLookup(cache: string, outcome: string | undefined): void {
+  if (cacheLookups.hasSubscribers) cacheLookups.publish({ cache, outcome: outcome ?? "unknown" } satisfies CacheLookup);
+}
+
+export function publishDependencyCall(dependency: string, seconds: number, ok: boolean): void {
+  if (dependencyCalls.hasSubscribers) dependencyCalls.publish({ dependency, seconds, ok } satisfies DependencyCall);
+}
+
+export function publishDecision(policy: string, outcome: string, seconds: number): void {
+  if (checkDecisions.hasSubscribers) checkDecisions.publish({ policy, outcome, seconds } satisfies CheckDecision);
+}

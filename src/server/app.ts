@@ -1,0 +1,233 @@
+/**
+ * Wiring: configuration → ports (OpenFGA, API servers, indexes) → policies → the three servers
+ * (ext_authz gRPC, admin HTTP, internal gRPC). Shutdown turns health NOT_SERVING first, lets
+ * in-flight checks finish, flushes logs, then stops.
+ */
+import type { AddressInfo } from "node:net";
+import type { Server as HttpServer } from "node:http";
+import * as grpc from "@grpc/grpc-js";
+import type { Logger } from "pino";
+import type { AuditSink } from "../audit/plugin-request.ts";
+import { createChecker } from "../authz/check.ts";
+import type { Policy } from "../authz/policy.ts";
+import { kubeApiProxy } from "../authz/policies/kube-api-proxy.ts";
+import { pluginAssets } from "../authz/policies/plugin-assets.ts";
+import { pluginProxy } from "../authz/policies/plugin-proxy.ts";
+import type {
+  ClusterViewCheck,
+  InstallationLookup,
+  KnownClusters,
+  ServiceAccountTokens,
+  UserAccessReview,
+} from "../authz/ports.ts";
+import { readSecret } from "../config/load.ts";
+import type { Config } from "../config/schema.ts";
+import type { CheckRequestMessage } from "../envoy/check-request.ts";
+import { authorizationService, healthService } from "../envoy/protos.ts";
+import { OpenFgaCanView } from "../fga/can-view.ts";
+import { Clusters } from "../kube/clusters.ts";
+import { InstallationIndex } from "../kube/installation-index.ts";
+import { TokenRequests } from "../kube/service-account-tokens.ts";
+import { SubjectAccessReviews } from "../kube/user-access-review.ts";
+import { createMetrics, type IndexSizes } from "../metrics/prometheus.ts";
+import { TokenVerifier } from "../tokens/fundament.ts";
+import { createAdminServer } from "./admin.ts";
+import { Health } from "./health.ts";
+import { installationServiceConstructor, installationServiceHandlers } from "./installation-service.ts";
+
+/** Everything the policies read from the outside world. */
+export interface Ports {
+  readonly clusters: KnownClusters;
+  readonly canView: ClusterViewCheck;
+  readonly userAccess: UserAccessReview;
+  readonly serviceAccountTokens: ServiceAccountTokens;
+  readonly installations: InstallationLookup;
+  /** True when every index has synced. */
+  ready(): boolean;
+  indexSizes: IndexSizes;
+  stop(): Promise<void>;
+}
+
+/** The real ports: OpenFGA, each cluster's API server, and the PluginInstallation watches. */
+export async function connectPorts(config: Config, logger: Logger): Promise<Ports> {
+  const clusters = await Clusters.load(config.clusters);
+  const openfga = config.openfga;
+  const canView = new OpenFgaCanView({
+    apiUrl: openfga.apiUrl,
+    storeId: openfga.storeId,
+    ...(openfga.authorizationModelId === undefined ? {} : { authorizationModelId: openfga.authorizationModelId }),
+    ...(openfga.apiToken === undefined ? {} : { apiToken: readSecret(openfga.apiToken, "openfga.apiToken") }),
+    timeoutMs: openfga.timeoutMs,
+    allowTtlMs: openfga.allowTtlMs,
+    denyTtlMs: openfga.denyTtlMs,
+    maxEntries: openfga.cacheMaxEntries,
+  });
+  const userAccess = new SubjectAccessReviews(clusters, {
+    timeoutMs: config.kube.sar.timeoutMs,
+    allowTtlMs: config.kube.sar.allowTtlMs,
+    denyTtlMs: config.kube.sar.denyTtlMs,
+    maxEntries: config.kube.sar.cacheMaxEntries,
+  });
+  const serviceAccountTokens = new TokenRequests(clusters, {
+    expirationSeconds: config.kube.tokenRequest.expirationSeconds,
+    audiences: config.kube.tokenRequest.audiences,
+    timeoutMs: config.kube.tokenRequest.timeoutMs,
+    maxEntries: config.kube.tokenRequest.cacheMaxEntries,
+  });
+  const installations = new InstallationIndex(clusters.all(), { logger });
+  installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
+  return {
+    clusters,
+    canView,
+    userAccess,
+    serviceAccountTokens,
+    installations,
+    ready: () => installations.synced,
+    indexSizes: () => installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),
+    stop: () => installations.stop(),
+  };
+}
+
+export interface ServerOptions {
+  readonly config: Config;
+  readonly ports: Ports;
+  readonly logger: Logger;
+  readonly audit: AuditSink;
+  /** Flushes buffered log lines; awaited during shutdown. */
+  readonly flushLogs: () => Promise<void>;
+}
+
+export interface RunningServer {
+  readonly grpcPort: number;
+  readonly adminPort: number;
+  readonly internalPort: number;
+  readonly health: Health;
+  /** Graceful stop: NOT_SERVING, drain in-flight checks (bounded), flush logs, close everything. */
+  shutdown(): Promise<void>;
+}
+
+export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Policy[] {
+  const secrets = config.tokens.secrets.map((s, i) => new TextEncoder().encode(readSecret(s, `tokens.secrets[${i}]`)));
+  const tokens = new TokenVerifier({
+    secrets,
+    issuer: config.tokens.issuer,
+    clockToleranceSeconds: config.tokens.clockToleranceSeconds,
+    cacheMaxEntries: config.tokens.cacheMaxEntries,
+  });
+  return [
+    kubeApiProxy({
+      tokens,
+      clusters: ports.clusters,
+      canView: ports.canView,
+      userAccess: ports.userAccess,
+      installations: ports.installations,
+      serviceAccountTokens: ports.serviceAccountTokens,
+      audit,
+      allowUnpinned: config.plugins.allowUnpinned,
+    }),
+    pluginProxy({ tokens, clusters: ports.clusters, canView: ports.canView, controller: config.plugins.controller }),
+    pluginAssets(),
+  ];
+}
+
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const { config, ports, logger } = options;
+  if (config.plugins.allowUnpinned) {
+    logger.warn(
+      { setting: "plugins.allowUnpinned" },
+      "UNPINNED PLUGIN INSTALLATIONS ARE ACCEPTED: a local-development escape hatch (FUN-19 §4) that must never be set in production",
+    );
+  }
+  const check = createChecker({
+    policies: policiesFor(config, ports, options.audit),
+    timeoutMs: config.check.timeoutMs,
+    retryAfterSeconds: config.check.retryAfterSeconds,
+    logger,
+  });
+  const health = new Health(() => ports.ready());
+  const metrics = createMetrics(ports.indexSizes);
+
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  const grpcServer = new grpc.Server();
+  grpcServer.addService(authorizationService(), {
+    Check(call: grpc.ServerUnaryCall<CheckRequestMessage, unknown>, callback: grpc.sendUnaryData<unknown>) {
+      inFlight++;
+      check(call.request).then(
+        (response) => callback(null, response),
+        // check() never rejects; this is the last line of fail-closed.
+        () => callback({ code: grpc.status.INTERNAL, details: "internal error" }),
+      ).finally(() => {
+        inFlight--;
+        if (inFlight === 0) drained?.();
+      });
+    },
+  });
+  grpcServer.addService(healthService(), health.handlers());
+  const grpcPort = await bind(grpcServer, config.listen.grpc);
+
+  const internalServer = new grpc.Server();
+  internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations));
+  const internalPort = await bind(internalServer, config.listen.internal);
+
+  const admin = createAdminServer({ ready: () => health.serving, metrics });
+  const adminPort = await listen(admin, config.listen.admin);
+  logger.info({ grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length }, "portcullis listening");
+
+  return {
+    grpcPort,
+    adminPort,
+    internalPort,
+    health,
+    async shutdown() {
+      health.beginShutdown();
+      logger.info({ in_flight: inFlight }, "shutting down: NOT_SERVING, draining in-flight checks");
+      if (inFlight > 0) {
+        await new Promise<void>((resolveDrain) => {
+          drained = resolveDrain;
+          setTimeout(resolveDrain, config.check.timeoutMs * 2).unref();
+        });
+      }
+      await Promise.all([shutdownGrpc(grpcServer), shutdownGrpc(internalServer), closeHttp(admin)]);
+      health.stop();
+      await ports.stop();
+      await options.flushLogs();
+    },
+  };
+}
+
+function splitAddress(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(":");
+  return { host: address.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(address.slice(i + 1)) };
+}
+
+function bind(server: grpc.Server, address: string): Promise<number> {
+  return new Promise((resolveBind, reject) => {
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolveBind(port)));
+  });
+}
+
+function listen(server: HttpServer, address: string): Promise<number> {
+  const { host, port } = splitAddress(address);
+  return new Promise((resolveListen, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolveListen((server.address() as AddressInfo).port));
+  });
+}
+
+function shutdownGrpc(server: grpc.Server): Promise<void> {
+  return new Promise((resolveShutdown) => {
+    const force = setTimeout(() => server.forceShutdown(), 5_000);
+    server.tryShutdown(() => {
+      clearTimeout(force);
+      resolveShutdown();
+    });
+  });
+}
+
+function closeHttp(server: HttpServer): Promise<void> {
+  return new Promise((resolveClose) => {
+    server.close(() => resolveClose());
+    server.closeAllConnections();
+  });
+}

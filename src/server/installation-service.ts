@@ -1,0 +1,69 @@
+/**
+ * PluginInstallationService.GetInstallationManifest: what authn-api asks before minting a
+ * PluginToken (FUN-17 §10, §11). Answered from the same PluginInstallation index the gateway uses.
+ */
+import { resolve } from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { DependencyUnavailable } from "../authz/errors.ts";
+import type { InstallationLookup } from "../authz/ports.ts";
+import { isUuid } from "../tokens/claim-formats.ts";
+
+export const INSTALLATION_PROTO = resolve(import.meta.dirname, "../../protos/fundament/plugins/v1/plugin_installation.proto");
+
+let definition: grpc.GrpcObject | undefined;
+
+export function installationServicePackage(): grpc.GrpcObject {
+  definition ??= grpc.loadPackageDefinition(
+    protoLoader.loadSync(INSTALLATION_PROTO, { keepCase: true, longs: String, enums: String, defaults: true }),
+  );
+  return definition;
+}
+
+export function installationServiceConstructor(): grpc.ServiceClientConstructor {
+  const pkg = installationServicePackage() as unknown as {
+    fundament: { plugins: { v1: { PluginInstallationService: grpc.ServiceClientConstructor } } };
+  };
+  return pkg.fundament.plugins.v1.PluginInstallationService;
+}
+
+interface ManifestRequest {
+  cluster_id: string;
+  installation_id: string;
+}
+
+export function installationServiceHandlers(installations: InstallationLookup): grpc.UntypedServiceImplementation {
+  return {
+    GetInstallationManifest(call: grpc.ServerUnaryCall<ManifestRequest, unknown>, callback: grpc.sendUnaryData<unknown>) {
+      const { cluster_id: clusterId, installation_id: installationId } = call.request;
+      if (!isUuid(clusterId) || !isUuid(installationId)) {
+        callback({ code: grpc.status.INVALID_ARGUMENT, details: "cluster_id and installation_id must be lower-case UUIDs" });
+        return;
+      }
+      let installation;
+      try {
+        installation = installations.byUid(clusterId, installationId);
+      } catch (err) {
+        const details = err instanceof DependencyUnavailable ? "installation index not synced" : "internal error";
+        callback({ code: grpc.status.UNAVAILABLE, details });
+        return;
+      }
+      if (installation === undefined) {
+        callback({ code: grpc.status.NOT_FOUND, details: "no such installation" });
+        return;
+      }
+      if (installation.terminating) {
+        callback({ code: grpc.status.FAILED_PRECONDITION, details: "installation is being deleted" });
+        return;
+      }
+      callback(null, {
+        plugin_name: installation.pluginName,
+        plugin_version: installation.pluginVersion,
+        definition_hash: installation.definitionHash,
+        organization_id: installation.organizationId,
+        status: installation.phase,
+        installation_name: installation.name,
+      });
+    },
+  };
+}

@@ -1,0 +1,39 @@
+/**
+ * Logs and the audit line, as JSON lines on stdout, written asynchronously so logging stays off the
+ * Check's critical path. The audit logger ignores the log level: the audit line is mandatory.
+ */
+import pino, { type DestinationStream, type Logger } from "pino";
+import type { AuditSink } from "../audit/plugin-request.ts";
+
+/** Defence in depth: we never log credentials, and these paths are censored if anything tries. */
+const REDACT = ["authorization", "cookie", "token", "*.authorization", "*.cookie", "*.token", "headers.*"];
+
+export interface Logging {
+  readonly logger: Logger;
+  readonly audit: AuditSink;
+  /** Writes out everything buffered; called on shutdown. */
+  flush(): Promise<void>;
+}
+
+export function createLogging(level: string, destination?: DestinationStream): Logging {
+  const stream = destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  const logger = pino({ level, redact: { paths: REDACT, censor: "[redacted]" } }, stream);
+  const auditLogger = pino({ level: "info", base: null }, stream);
+  return {
+    logger,
+    audit: { pluginRequest: (line) => auditLogger.info(line) },
+    flush: () =>
+      new Promise<void>((resolveFlush) => {
+        const s = stream as { flush?: (cb: (err?: Error) => void) => void; flushSync?: () => void };
+        if (typeof s.flushSync === "function") {
+          try {
+            s.flushSync();
+          } catch {
+            // sonic-boom throws if not yet ready; the async flush below still drains it.
+          }
+        }
+        if (typeof s.flush === "function") s.flush(() => resolveFlush());
+        else resolveFlush();
+      }),
+  };
+}

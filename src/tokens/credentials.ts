@@ -1,0 +1,81 @@
+/**
+ * Where a caller's credential is read from. Pure: headers in, one token (or why not) out.
+ * A value that holds more than one credential is invalid, never "the first one" (Envoy merges
+ * repeated headers with commas).
+ */
+
+export type CredentialSource = "bearer" | "cookie" | "websocket-protocol";
+
+export type CredentialLookup =
+  | { readonly kind: "absent" }
+  | { readonly kind: "invalid"; readonly detail: string }
+  | { readonly kind: "found"; readonly source: CredentialSource; readonly token: string };
+
+/** Larger tokens are refused before any parsing: no legitimate Fundament token comes near this. */
+export const MAX_TOKEN_LENGTH = 8192;
+
+/** The three base64url segments of a compact JWS; anything else is not a token we verify. */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/** Kubernetes WebSocket clients carry their bearer token as this subprotocol prefix + base64url(token). */
+export const WEBSOCKET_BEARER_PREFIX = "base64url.bearer.authorization.k8s.io.";
+
+const ABSENT: CredentialLookup = { kind: "absent" };
+
+function asToken(source: CredentialSource, token: string): CredentialLookup {
+  if (token.length > MAX_TOKEN_LENGTH) return { kind: "invalid", detail: "token too large" };
+  if (!COMPACT_JWS.test(token)) return { kind: "invalid", detail: "token is not a compact JWS" };
+  return { kind: "found", source, token };
+}
+
+/** `Authorization: Bearer <jwt>`; the scheme is case-insensitive (RFC 7235), exactly one credential. */
+export function bearerToken(headers: Readonly<Record<string, string>>): CredentialLookup {
+  const value = headers["authorization"];
+  if (value === undefined || value.trim() === "") return ABSENT;
+  const match = /^[ \t]*([A-Za-z]+)[ ]+(\S+)[ \t]*$/.exec(value);
+  if (match === null) return { kind: "invalid", detail: "malformed authorization header" };
+  if (match[1]!.toLowerCase() !== "bearer") return { kind: "invalid", detail: "authorization scheme is not Bearer" };
+  return asToken("bearer", match[2]!);
+}
+
+/** The named cookie; two cookies of that name are invalid (which one would the upstream see?). */
+export function cookieToken(headers: Readonly<Record<string, string>>, cookieName: string): CredentialLookup {
+  const header = headers["cookie"];
+  if (header === undefined) return ABSENT;
+  const values: string[] = [];
+  for (const pair of header.split(/[;,]/)) {
+    const eq = pair.indexOf("=");
+    if (eq === -1) continue;
+    if (pair.slice(0, eq).trim() === cookieName) values.push(pair.slice(eq + 1).trim());
+  }
+  if (values.length === 0) return ABSENT;
+  if (values.length > 1) return { kind: "invalid", detail: `more than one ${cookieName} cookie` };
+  return asToken("cookie", values[0]!);
+}
+
+/** `Sec-WebSocket-Protocol: base64url.bearer.authorization.k8s.io.<base64url(jwt)>`, as kubectl sends it. */
+export function websocketBearerToken(headers: Readonly<Record<string, string>>): CredentialLookup {
+  const header = headers["sec-websocket-protocol"];
+  if (header === undefined) return ABSENT;
+  const encoded = header
+    .split(",")
+    .map((p) => p.trim())
+    .filter((p) => p.startsWith(WEBSOCKET_BEARER_PREFIX))
+    .map((p) => p.slice(WEBSOCKET_BEARER_PREFIX.length));
+  if (encoded.length === 0) return ABSENT;
+  if (encoded.length > 1) return { kind: "invalid", detail: "more than one bearer subprotocol" };
+  const value = encoded[0]!;
+  if (value.length > MAX_TOKEN_LENGTH * 2 || !/^[A-Za-z0-9_-]+$/.test(value)) {
+    return { kind: "invalid", detail: "malformed bearer subprotocol" };
+  }
+  return asToken("websocket-protocol", Buffer.from(value, "base64url").toString("latin1"));
+}
+
+/** The subprotocol list with the caller's bearer entry replaced by `token`'s. */
+export function replaceWebsocketBearer(headerValue: string, token: string): string {
+  return headerValue
+    .split(",")
+    .map((p) => p.trim())
+    .map((p) => (p.startsWith(WEBSOCKET_BEARER_PREFIX) ? WEBSOCKET_BEARER_PREFIX + Buffer.from(token).toString("base64url") : p))
+    .join(", ");
+}

@@ -1,0 +1,238 @@
+/**
+ * kube-api-proxy over real gRPC: a real @grpc/grpc-js client built from the vendored Envoy protos
+ * sends CheckRequests as Envoy would; the ports are recording fakes, so each row states what the
+ * outside world answers and the whole CheckResponse is asserted.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { FakeWorld, installation } from "../support/fakes.ts";
+import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
+import { ids, OLD_SECRET, pluginToken, sign, userClaims, userToken } from "../support/tokens.ts";
+
+const base = `/clusters/${ids.cluster}`;
+const SA_PLUGIN = "sa-token-for-plugin-cert-manager-plugin-cert-manager";
+const SA_USER = `sa-token-for-fundament-system-fundament-${ids.user}`;
+const OVERWRITE = ["OVERWRITE_IF_EXISTS_OR_ADD"];
+
+let world: FakeWorld;
+let server: TestServer;
+
+beforeAll(async () => {
+  world = new FakeWorld();
+  server = await startTestServer(world);
+});
+afterAll(async () => server.stop());
+beforeEach(() => {
+  Object.assign(world, new FakeWorld());
+});
+
+const check = (path: string, headers: Record<string, string> = {}, method = "GET") =>
+  server.check({ method, path, headers, policy: "kube-api-proxy" });
+const bearer = async (token: Promise<string> | string) => ({ authorization: `Bearer ${await token}` });
+
+describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () => {
+  it("allows a request both halves permit, swapping in the plugin ServiceAccount token", async () => {
+    const res = await check(`${base}/apis/cert-manager.io/v1/namespaces/team-a/certificates/web`, {
+      ...(await bearer(pluginToken())),
+      cookie: "fundament_auth=x.y.z; theme=dark",
+      "x-fundament-user-id": "smuggled",
+    });
+    expect(res).toEqual({
+      allowed: true,
+      grpc: 0,
+      set: { authorization: `Bearer ${SA_PLUGIN}` },
+      appendActions: OVERWRITE,
+      removed: ["cookie", "x-fundament-user-id"],
+    });
+    expect(world.sarRequests).toEqual([
+      { kind: "resource", verb: "get", group: "cert-manager.io", version: "v1", resource: "certificates", subresource: "", namespace: "team-a", name: "web" },
+    ]);
+  });
+
+  const denials: Array<{ name: string; setup?: (w: FakeWorld) => void; path?: string; headers?: () => Promise<Record<string, string>>; http: number; grpc: number; reason: string }> = [
+    { name: "no credentials", headers: async () => ({}), http: 401, grpc: 16, reason: "missing-token" },
+    { name: "garbage bearer", headers: async () => ({ authorization: "Bearer not-a-jwt" }), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "Basic scheme", headers: async () => ({ authorization: "Basic dXNlcjpwYXNz" }), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "two Authorization values merged by Envoy", headers: async () => ({ authorization: `Bearer ${await pluginToken()}, Bearer ${await pluginToken()}` }), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "wrong secret", headers: () => bearer(pluginToken({}, { secret: "some-other-secret-0123456789abcdef0123456789" })), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "expired", headers: () => bearer(pluginToken({}, { exp: Math.floor(Date.now() / 1000) - 60 })), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "not yet valid", headers: () => bearer(pluginToken({}, { nbf: Math.floor(Date.now() / 1000) + 120 })), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "wrong issuer", headers: () => bearer(pluginToken({}, { issuer: "fundament-authn-api/" })), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "aud holds both audiences", headers: () => bearer(pluginToken({ aud: ["fundament-plugin", "fundament-user"] })), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "a token for another service", headers: () => bearer(pluginToken({ aud: "organization-api" })), http: 401, grpc: 16, reason: "wrong-audience" },
+    { name: "PluginToken in the cookie (UserToken only there)", headers: async () => ({ cookie: `fundament_auth=${await pluginToken()}` }), http: 401, grpc: 16, reason: "wrong-audience" },
+    { name: "Bearer and WebSocket bearer together", headers: async () => ({ authorization: `Bearer ${await pluginToken()}`, "sec-websocket-protocol": `base64url.bearer.authorization.k8s.io.${Buffer.from(await pluginToken()).toString("base64url")}` }), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "impersonation headers", headers: async () => ({ ...(await bearer(pluginToken())), "impersonate-user": "admin" }), http: 403, grpc: 7, reason: "impersonation-forbidden" },
+    { name: "URL cluster differs from the claim", path: `/clusters/${ids.otherCluster}/api/v1/pods`, http: 403, grpc: 7, reason: "cluster-mismatch" },
+    { name: "OpenFGA can_view false", setup: (w) => (w.canViewAnswer = false), http: 403, grpc: 7, reason: "can-view-denied" },
+    { name: "cluster not configured", setup: (w) => w.clusterIds.clear(), http: 404, grpc: 5, reason: "unknown-cluster" },
+    { name: "path root not a Kubernetes API", path: `${base}/healthz`, http: 404, grpc: 5, reason: "not-found" },
+    { name: "cluster id not a UUID", path: `/clusters/prod/api/v1/pods`, http: 400, grpc: 3, reason: "bad-request" },
+    { name: "dot segment left by Envoy", path: `${base}/api/v1/namespaces/a/../b/pods`, http: 400, grpc: 3, reason: "bad-request" },
+    { name: "legacy watch with nothing after it", path: `${base}/api/v1/watch`, http: 400, grpc: 3, reason: "bad-request" },
+    { name: "user SubjectAccessReview denied", setup: (w) => (w.sarAnswer = () => false), http: 403, grpc: 7, reason: "user-sar-denied" },
+    { name: "installation unknown", setup: (w) => w.installationsByUid.clear(), http: 403, grpc: 7, reason: "installation-unavailable" },
+    { name: "installation terminating", setup: (w) => w.installationsByUid.set(ids.installation, installation({ terminating: true })), http: 403, grpc: 7, reason: "installation-unavailable" },
+    { name: "installation unpinned (empty)", setup: (w) => w.installationsByUid.set(ids.installation, installation({ definitionHash: "" })), http: 403, grpc: 7, reason: "installation-unavailable" },
+    { name: "installation unpinned (placeholder)", setup: (w) => w.installationsByUid.set(ids.installation, installation({ definitionHash: "sha256:unknown" })), http: 403, grpc: 7, reason: "installation-unavailable" },
+    { name: "installation uid names another installation", setup: (w) => w.installationsByUid.set(ids.installation, installation({ name: "other" })), http: 403, grpc: 7, reason: "installation-mismatch" },
+    { name: "plugin ServiceAccount missing", setup: (w) => (w.tokenAnswer = () => undefined), http: 403, grpc: 7, reason: "installation-unavailable" },
+    { name: "OpenFGA down", setup: (w) => (w.canViewAnswer = "unavailable"), http: 503, grpc: 14, reason: "dependency-unavailable" },
+    { name: "SubjectAccessReview failing", setup: (w) => (w.sarAnswer = () => "unavailable"), http: 503, grpc: 14, reason: "dependency-unavailable" },
+    { name: "index not synced", setup: (w) => (w.indexSynced = false), http: 503, grpc: 14, reason: "dependency-unavailable" },
+    { name: "TokenRequest failing", setup: (w) => (w.tokenAnswer = () => "unavailable"), http: 503, grpc: 14, reason: "dependency-unavailable" },
+    { name: "a dependency slower than the check deadline", setup: (w) => (w.canViewAnswer = { delayMs: 2_000, value: true }), http: 503, grpc: 14, reason: "dependency-unavailable" },
+  ];
+
+  it.each(denials)("$name → $http $reason", async ({ setup, path, headers, http, grpc, reason }) => {
+    setup?.(world);
+    const res = await check(path ?? `${base}/api/v1/namespaces/team-a/pods`, await (headers ?? (() => bearer(pluginToken())))());
+    expect(res.allowed).toBe(false);
+    if (res.allowed) return;
+    expect({ http: res.http, grpc: res.grpc, reason: res.reason }).toEqual({ http, grpc, reason });
+    expect(res.headers["content-type"]).toBe("application/json");
+    expect(res.headers["www-authenticate"]).toBe(http === 401 ? "Bearer" : undefined);
+    expect(res.headers["retry-after"]).toBe(http === 503 ? "1" : undefined);
+    expect(res.body).toMatchObject({ kind: "Status", apiVersion: "v1", status: "Failure", code: http, details: { causes: [{ reason }] } });
+  });
+
+  it("reports the first denial in the seed's order when several gates deny", async () => {
+    world.canViewAnswer = false;
+    world.sarAnswer = () => false;
+    world.installationsByUid.clear();
+    expect((await check(`${base}/api/v1/pods`, await bearer(pluginToken()))).allowed && "allowed").toBe(false);
+    expect(await check(`${base}/api/v1/pods`, await bearer(pluginToken()))).toMatchObject({ reason: "can-view-denied" });
+    world.canViewAnswer = true;
+    expect(await check(`${base}/api/v1/pods`, await bearer(pluginToken()))).toMatchObject({ reason: "user-sar-denied" });
+    world.sarAnswer = () => true;
+    expect(await check(`${base}/api/v1/pods`, await bearer(pluginToken()))).toMatchObject({ reason: "installation-unavailable" });
+  });
+
+  it("never calls OpenFGA or the API server before the local gates pass", async () => {
+    await check(`/clusters/${ids.otherCluster}/api/v1/pods`, await bearer(pluginToken()));
+    await check(`${base}/api/v1/pods`, { ...(await bearer(pluginToken())), "impersonate-group": "system:masters" });
+    expect(world.calls).toEqual([]);
+  });
+
+  it("accepts unpinned installations only with plugins.allowUnpinned, and says so loudly", async () => {
+    const permissive = await startTestServer(world, testConfig({ plugins: { allowUnpinned: true } }));
+    try {
+      world.installationsByUid.set(ids.installation, installation({ definitionHash: "" }));
+      expect(await permissive.check({ path: `${base}/api/v1/pods`, headers: await bearer(pluginToken()), policy: "kube-api-proxy" })).toMatchObject({ allowed: true });
+      expect(permissive.logs.some((l) => l["setting"] === "plugins.allowUnpinned" && l["level"] === 40)).toBe(true);
+    } finally {
+      await permissive.stop();
+    }
+  });
+
+  it("authorizes a WebSocket exec for get and create, and rewrites the bearer subprotocol", async () => {
+    const token = await pluginToken();
+    const res = await check(`${base}/api/v1/namespaces/team-a/pods/web-0/exec?command=sh&stdin=true`, {
+      connection: "Upgrade",
+      upgrade: "websocket",
+      "sec-websocket-protocol": `v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString("base64url")}`,
+    });
+    expect(res).toMatchObject({ allowed: true });
+    if (!res.allowed) return;
+    expect(world.sarRequests.map((a) => a.verb).sort()).toEqual(["create", "get"]);
+    expect(res.set).toEqual({
+      authorization: `Bearer ${SA_PLUGIN}`,
+      "sec-websocket-protocol": `v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.${Buffer.from(SA_PLUGIN).toString("base64url")}`,
+    });
+  });
+
+  it("uses nonResourceAttributes for /version and /openapi", async () => {
+    expect(await check(`${base}/openapi/v3/apis/apps/v1`, await bearer(pluginToken()))).toMatchObject({ allowed: true });
+    expect(world.sarRequests).toEqual([{ kind: "non-resource", verb: "get", path: "/openapi/v3/apis/apps/v1" }]);
+  });
+
+  it("writes one audit line per PluginToken request with every DESIGN field, on allow and on denial", async () => {
+    const before = server.logs.filter((l) => l["audit"] === "plugin_request").length;
+    await check(`${base}/apis/cert-manager.io/v1/namespaces/team-a/certificates?watch=1`, { ...(await bearer(pluginToken())), "x-request-id": "req-allow" });
+    world.sarAnswer = () => false;
+    await check(`${base}/api/v1/namespaces/team-a/secrets/db`, { ...(await bearer(pluginToken())), "x-request-id": "req-deny" }, "DELETE");
+    await check(`/clusters/${ids.otherCluster}/api/v1/pods`, { ...(await bearer(pluginToken())), "x-request-id": "req-mismatch" });
+    await server.server.health; // the audit logger is asynchronous; give it a tick
+    await new Promise((r) => setTimeout(r, 50));
+    const audits = server.logs.filter((l) => l["audit"] === "plugin_request").slice(before);
+    const common = {
+      audit: "plugin_request",
+      user: ids.user,
+      cluster_id: ids.cluster,
+      installation_id: ids.installation,
+      plugin_name: "cert-manager",
+      plugin_version: "1.4.0",
+      definition_hash: `sha256:${"ab".repeat(32)}`,
+      pinned_definition_hash: `sha256:${"ab".repeat(32)}`,
+    };
+    expect(audits.map(({ time: _t, level: _l, ...rest }) => rest)).toEqual([
+      { ...common, verb: "watch", api_group: "cert-manager.io", resource: "certificates", subresource: "", namespace: "team-a", name: "", path: "", decision: "allowed", request_id: "req-allow" },
+      { ...common, verb: "delete", api_group: "", resource: "secrets", subresource: "", namespace: "team-a", name: "db", path: "", decision: "denied:user-sar-denied", request_id: "req-deny" },
+      { ...common, pinned_definition_hash: "", verb: "", api_group: "", resource: "", subresource: "", namespace: "", name: "", path: "", decision: "denied:cluster-mismatch", request_id: "req-mismatch" },
+    ]);
+  });
+});
+
+describe("kube-api-proxy: UserToken path (aud=fundament-user)", () => {
+  it("forwards with the user's own per-user ServiceAccount token, from Bearer", async () => {
+    const res = await check(`${base}/api/v1/namespaces/team-a/pods`, await bearer(userToken()));
+    expect(res).toEqual({ allowed: true, grpc: 0, set: { authorization: `Bearer ${SA_USER}` }, appendActions: OVERWRITE, removed: [] });
+    expect(world.calls).toEqual([`canView ${ids.user} ${ids.cluster}`, `token ${ids.cluster} fundament-system/fundament-${ids.user}`]);
+    expect(world.sarRequests).toEqual([]);
+  });
+
+  it("accepts the fundament_auth cookie and removes it upstream", async () => {
+    const res = await check(`${base}/version`, { cookie: `theme=dark; fundament_auth=${await userToken()}` });
+    expect(res).toMatchObject({ allowed: true, set: { authorization: `Bearer ${SA_USER}` }, removed: ["cookie"] });
+  });
+
+  it("passes impersonation through to the cluster, which authorizes it against the user's own ServiceAccount", async () => {
+    expect(await check(`${base}/api/v1/pods`, { ...(await bearer(userToken())), "impersonate-user": "x" })).toMatchObject({ allowed: true });
+  });
+
+  it.each([
+    { name: "can_view false", setup: (w: FakeWorld) => (w.canViewAnswer = false), reason: "can-view-denied", http: 403 },
+    { name: "unknown cluster", setup: (w: FakeWorld) => w.clusterIds.clear(), reason: "unknown-cluster", http: 404 },
+    { name: "no per-user ServiceAccount", setup: (w: FakeWorld) => (w.tokenAnswer = () => undefined), reason: "user-unavailable", http: 403 },
+    { name: "OpenFGA down", setup: (w: FakeWorld) => (w.canViewAnswer = "unavailable"), reason: "dependency-unavailable", http: 503 },
+  ])("$name → $http $reason", async ({ setup, reason, http }) => {
+    setup(world);
+    expect(await check(`${base}/api/v1/pods`, await bearer(userToken()))).toMatchObject({ allowed: false, reason, http });
+  });
+
+  it("writes no plugin audit line for UserTokens", async () => {
+    const before = server.logs.filter((l) => l["audit"] === "plugin_request").length;
+    await check(`${base}/api/v1/pods`, await bearer(userToken()));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(server.logs.filter((l) => l["audit"] === "plugin_request").length).toBe(before);
+  });
+});
+
+describe("tokens: rotation and clock tolerance", () => {
+  it("verifies with any configured secret (rotation)", async () => {
+    expect(await check(`${base}/api/v1/pods`, await bearer(userToken({}, { secret: OLD_SECRET })))).toMatchObject({ allowed: true });
+  });
+
+  it.each([
+    { name: "expired 3 s ago, inside the 5 s tolerance", exp: -3, allowed: true },
+    { name: "expired 10 s ago, outside the tolerance", exp: -10, allowed: false },
+  ])("$name", async ({ exp, allowed }) => {
+    const token = await sign(userClaims(), { exp: Math.floor(Date.now() / 1000) + exp });
+    expect(await check(`${base}/api/v1/pods`, await bearer(token))).toMatchObject({ allowed });
+  });
+});
+
+describe("policy selection", () => {
+  it.each([
+    { name: "no policy context extension", policy: undefined },
+    { name: "unknown policy", policy: "allow-all" },
+  ])("$name → 403 no-policy", async ({ policy }) => {
+    const res = await server.check({ path: `${base}/api/v1/pods`, headers: await bearer(userToken()), policy });
+    expect(res).toMatchObject({ allowed: false, http: 403, grpc: 7, reason: "no-policy", body: { error: { code: "no-policy" } } });
+  });
+
+  it("denies a CheckRequest with no HTTP attributes, with an explicit status", async () => {
+    const raw = await server.checkRaw({ attributes: { context_extensions: { policy: "kube-api-proxy" } } });
+    expect(raw.status.code).toBe(3);
+    expect(raw.denied_response?.status.code).toBe("BadRequest");
+  });
+});

@@ -1,0 +1,62 @@
+/** Starts portcullis in-process on loopback ports with the given ports (fakes or real), and a real gRPC client. */
+import { Writable } from "node:stream";
+import { configSchema, type Config } from "../../src/config/schema.ts";
+import { authorizationClient } from "../../src/envoy/protos.ts";
+import { startServer, type Ports, type RunningServer } from "../../src/server/app.ts";
+import { createLogging } from "../../src/server/logging.ts";
+import { type CheckResponse, envoyCheckRequest, type RequestSpec, summarize } from "./envoy.ts";
+import { ids, OLD_SECRET, SECRET } from "./tokens.ts";
+
+process.env["PORTCULLIS_TEST_SECRET"] = SECRET;
+process.env["PORTCULLIS_TEST_OLD_SECRET"] = OLD_SECRET;
+
+export function testConfig(overrides: Record<string, unknown> = {}): Config {
+  return configSchema.parse({
+    listen: { grpc: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0" },
+    logLevel: "debug",
+    tokens: { secrets: [{ env: "PORTCULLIS_TEST_SECRET" }, { env: "PORTCULLIS_TEST_OLD_SECRET" }] },
+    openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01TESTSTORE" },
+    clusters: [{ id: ids.cluster, kubeconfig: "/nonexistent" }],
+    ...overrides,
+  });
+}
+
+export interface TestServer {
+  readonly server: RunningServer;
+  /** Every log and audit line written, parsed. */
+  readonly logs: Array<Record<string, unknown>>;
+  readonly rawLog: () => string;
+  check(spec: RequestSpec): Promise<ReturnType<typeof summarize>>;
+  checkRaw(request: object): Promise<CheckResponse>;
+  stop(): Promise<void>;
+}
+
+export async function startTestServer(ports: Ports, config: Config = testConfig()): Promise<TestServer> {
+  const chunks: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      chunks.push(String(chunk));
+      cb();
+    },
+  });
+  const logging = createLogging(config.logLevel, sink);
+  const server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
+  const client = authorizationClient(`127.0.0.1:${server.grpcPort}`);
+  const rawLog = () => chunks.join("");
+  return {
+    server,
+    get logs() {
+      return rawLog()
+        .split("\n")
+        .filter((l) => l !== "")
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    },
+    rawLog,
+    checkRaw: (request) => client.check(request) as Promise<CheckResponse>,
+    check: async (spec) => summarize((await client.check(envoyCheckRequest(spec))) as CheckResponse),
+    async stop() {
+      client.close();
+      await server.shutdown();
+    },
+  };
+}
