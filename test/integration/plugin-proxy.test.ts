@@ -1,0 +1,122 @@
+/**
+ * plugin-proxy and plugin-assets over real gRPC (FUN-17 §4, §7, §11): whole CheckResponses for
+ * every gate, the upstream headers Envoy routes on, and the caller's credential removed.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { FakeWorld } from "../support/fakes.ts";
+import { startTestServer, type TestServer } from "../support/server.ts";
+import { ids, pluginToken, userToken } from "../support/tokens.ts";
+
+let world: FakeWorld;
+let server: TestServer;
+beforeAll(async () => {
+  world = new FakeWorld();
+  server = await startTestServer(world);
+});
+afterAll(async () => server.stop());
+beforeEach(() => {
+  Object.assign(world, new FakeWorld());
+});
+
+const runtime = `/installations/${ids.installation}/runtime/api/certificates`;
+const proxy = (path: string, headers: Record<string, string>, method = "GET") =>
+  server.check({ method, path, headers, policy: "plugin-proxy" });
+const bearer = async (token: Promise<string>) => ({ authorization: `Bearer ${await token}` });
+
+describe("plugin-proxy", () => {
+  it("allows the runtime route: upstream headers set, caller credential and smuggled identity removed", async () => {
+    const res = await proxy(runtime, {
+      ...(await bearer(pluginToken())),
+      cookie: "other=1",
+      "x-fundament-cluster-id": ids.otherCluster,
+      "x-fundament-upstream-service": "kube-apiserver",
+      "x-konfidence-roles": "admin",
+    });
+    expect(res).toEqual({
+      allowed: true,
+      grpc: 0,
+      set: {
+        "x-fundament-cluster-id": ids.cluster,
+        "x-fundament-upstream-namespace": "plugin-cert-manager",
+        "x-fundament-upstream-service": "plugin-cert-manager",
+        "x-fundament-user-id": ids.user,
+        "x-fundament-installation-id": ids.installation,
+      },
+      appendActions: ["OVERWRITE_IF_EXISTS_OR_ADD"],
+      removed: ["authorization", "cookie", "x-konfidence-roles"],
+    });
+    expect(world.calls).toEqual([`canView ${ids.user} ${ids.cluster}`]);
+  });
+
+  it("routes the controller route to the configured plugin-controller", async () => {
+    const res = await proxy(`/installations/${ids.installation}/controller/status`, await bearer(pluginToken()));
+    expect(res).toMatchObject({
+      allowed: true,
+      set: { "x-fundament-upstream-namespace": "fundament-system", "x-fundament-upstream-service": "plugin-controller" },
+    });
+  });
+
+  it.each([
+    { name: "no credentials", headers: async () => ({}), http: 401, reason: "missing-token" },
+    { name: "UserToken cookie only (cookies are not read here)", headers: async () => ({ cookie: `fundament_auth=${await userToken()}` }), http: 401, reason: "missing-token" },
+    { name: "UserToken as Bearer (escalation wall)", headers: () => bearer(userToken()), http: 401, reason: "wrong-audience" },
+    { name: "token for another service", headers: () => bearer(pluginToken({ aud: "dcim-api" })), http: 401, reason: "wrong-audience" },
+    { name: "malformed bearer", headers: async () => ({ authorization: "Bearer a.b" }), http: 401, reason: "invalid-token" },
+    { name: "installation id differs from the claim", path: `/installations/${ids.otherInstallation}/runtime/`, http: 403, reason: "installation-mismatch" },
+    { name: "installation id in upper case", path: `/installations/${ids.installation.toUpperCase()}/runtime/`, http: 403, reason: "installation-mismatch" },
+    { name: "installation id not a UUID", path: `/installations/cert-manager/runtime/`, http: 400, reason: "bad-request" },
+    { name: "unknown route under the installation", path: `/installations/${ids.installation}/admin/`, http: 404, reason: "not-found" },
+    { name: "can_view revoked", setup: (w: FakeWorld) => (w.canViewAnswer = false), http: 403, reason: "can-view-denied" },
+    { name: "OpenFGA down", setup: (w: FakeWorld) => (w.canViewAnswer = "unavailable"), http: 503, reason: "dependency-unavailable" },
+    { name: "token's cluster not configured", setup: (w: FakeWorld) => w.clusterIds.clear(), http: 404, reason: "unknown-cluster" },
+  ])("$name → $http $reason", async ({ headers, path, setup, http, reason }) => {
+    setup?.(world);
+    const res = await proxy(path ?? runtime, await (headers ?? (() => bearer(pluginToken())))());
+    expect(res).toMatchObject({ allowed: false, http, reason, body: { error: { code: reason } } });
+    if (!res.allowed) expect(res.headers["www-authenticate"]).toBe(http === 401 ? "Bearer" : undefined);
+  });
+
+  it("rejects an installation_name claim that cannot become a header or a Kubernetes name", async () => {
+    for (const bad of ["Cert-Manager", "a\r\nx-injected: 1", "x".repeat(57), "../etc"]) {
+      expect(await proxy(runtime, await bearer(pluginToken({ installation_name: bad })))).toMatchObject({ allowed: false, reason: "invalid-token" });
+    }
+  });
+});
+
+describe("plugin-assets", () => {
+  const assets = (path: string, method = "GET", headers: Record<string, string> = {}) =>
+    server.check({ method, path, headers, policy: "plugin-assets" });
+
+  it.each([
+    "/plugins/cert-manager/1.4.0/console/index.html",
+    "/plugins/cert-manager/1.4.0/console/assets/app.js",
+    "/plugins/sdk/1.0.0/sdk.js",
+  ])("allows GET and HEAD without credentials: %s", async (path) => {
+    expect(await assets(path)).toEqual({ allowed: true, grpc: 0, set: {}, appendActions: [], removed: [] });
+    expect(await assets(path, "HEAD")).toMatchObject({ allowed: true });
+  });
+
+  it("strips credentials and smuggled identity headers on the way to the asset origin", async () => {
+    const res = await assets("/plugins/sdk/1.0.0/sdk.js", "GET", { authorization: "Bearer x.y.z", cookie: "a=b", "x-fundament-user-id": "u" });
+    expect(res).toMatchObject({ allowed: true, removed: ["authorization", "cookie", "x-fundament-user-id"] });
+  });
+
+  it.each(["POST", "PUT", "DELETE", "PATCH"])("denies %s with 405 and an Allow header", async (method) => {
+    expect(await assets("/plugins/cert-manager/1.4.0/console/index.html", method)).toMatchObject({
+      allowed: false,
+      http: 405,
+      reason: "method-not-allowed",
+      headers: { allow: "GET, HEAD" },
+    });
+  });
+
+  it.each([
+    "/plugins/cert-manager/1.4.0/index.html",
+    "/plugins/Cert-Manager/1.4.0/console/index.html",
+    "/plugins/cert-manager/1.4.0/console/../../other/1.0.0/console/x.js",
+    "/plugins/sdk/",
+    "/other/path",
+  ])("denies paths outside the asset routes: %s", async (path) => {
+    expect(await assets(path)).toMatchObject({ allowed: false, http: 404, reason: "not-found" });
+  });
+});

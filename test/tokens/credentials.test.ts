@@ -1,0 +1,60 @@
+/** Where credentials are read from: a table per source, adversarial values included. */
+import { describe, expect, it } from "vitest";
+import { bearerToken, cookieToken, replaceWebsocketBearer, websocketBearerToken } from "../../src/tokens/credentials.ts";
+
+const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+
+describe("bearerToken", () => {
+  it.each([
+    { name: "absent", value: undefined, expected: { kind: "absent" } },
+    { name: "empty", value: "", expected: { kind: "absent" } },
+    { name: "canonical", value: `Bearer ${JWT}`, expected: { kind: "found", source: "bearer", token: JWT } },
+    { name: "lower-case scheme", value: `bearer ${JWT}`, expected: { kind: "found", source: "bearer", token: JWT } },
+    { name: "upper-case scheme", value: `BEARER ${JWT}`, expected: { kind: "found", source: "bearer", token: JWT } },
+    { name: "two spaces", value: `Bearer  ${JWT}`, expected: { kind: "found", source: "bearer", token: JWT } },
+    { name: "trailing space", value: `Bearer ${JWT} `, expected: { kind: "found", source: "bearer", token: JWT } },
+    { name: "tab separator", value: `Bearer\t${JWT}`, expected: { kind: "invalid" } },
+    { name: "scheme alone", value: "Bearer", expected: { kind: "invalid" } },
+    { name: "Basic", value: "Basic dXNlcjpwYXNz", expected: { kind: "invalid" } },
+    { name: "merged by Envoy", value: `Bearer ${JWT}, Bearer ${JWT}`, expected: { kind: "invalid" } },
+    { name: "two segments", value: "Bearer a.b", expected: { kind: "invalid" } },
+    { name: "four segments", value: `Bearer ${JWT}.x`, expected: { kind: "invalid" } },
+    { name: "empty signature", value: "Bearer a.b.", expected: { kind: "invalid" } },
+    { name: "non-ASCII", value: `Bearer ${JWT}é`, expected: { kind: "invalid" } },
+    { name: "too large", value: `Bearer a.${"b".repeat(100_000)}.c`, expected: { kind: "invalid" } },
+  ])("$name", ({ value, expected }) => {
+    expect(bearerToken(value === undefined ? {} : { authorization: value })).toMatchObject(expected);
+  });
+});
+
+describe("cookieToken", () => {
+  it.each([
+    { name: "absent", value: "theme=dark", expected: { kind: "absent" } },
+    { name: "one", value: `theme=dark; fundament_auth=${JWT}`, expected: { kind: "found", source: "cookie", token: JWT } },
+    { name: "two with that name", value: `fundament_auth=${JWT}; fundament_auth=${JWT}`, expected: { kind: "invalid" } },
+    { name: "merged with a comma", value: `fundament_auth=${JWT}, fundament_auth=${JWT}`, expected: { kind: "invalid" } },
+    { name: "similar name only", value: `xfundament_auth=${JWT}`, expected: { kind: "absent" } },
+    { name: "not a JWT", value: "fundament_auth=hello", expected: { kind: "invalid" } },
+  ])("$name", ({ value, expected }) => {
+    expect(cookieToken({ cookie: value }, "fundament_auth")).toMatchObject(expected);
+  });
+});
+
+describe("websocketBearerToken", () => {
+  const entry = `base64url.bearer.authorization.k8s.io.${Buffer.from(JWT).toString("base64url")}`;
+  it.each([
+    { name: "absent", value: "v5.channel.k8s.io", expected: { kind: "absent" } },
+    { name: "present among others", value: `v5.channel.k8s.io, ${entry}`, expected: { kind: "found", source: "websocket-protocol", token: JWT } },
+    { name: "twice", value: `${entry}, ${entry}`, expected: { kind: "invalid" } },
+    { name: "not base64url", value: "base64url.bearer.authorization.k8s.io.a+b/c=", expected: { kind: "invalid" } },
+    { name: "decodes to a non-JWT", value: `base64url.bearer.authorization.k8s.io.${Buffer.from("hello").toString("base64url")}`, expected: { kind: "invalid" } },
+  ])("$name", ({ value, expected }) => {
+    expect(websocketBearerToken({ "sec-websocket-protocol": value })).toMatchObject(expected);
+  });
+
+  it("replaces only the bearer entry", () => {
+    expect(replaceWebsocketBearer(`v5.channel.k8s.io, ${entry}`, "new.tok.en")).toBe(
+      `v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.${Buffer.from("new.tok.en").toString("base64url")}`,
+    );
+  });
+});
