@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Provides the pinned binaries the integration tests run for real: OpenFGA,
+# kube-apiserver and etcd. They are cached outside the repo, keyed by version,
+# so a warm run only checks that the files exist.
+#
+#   bash scripts/deps/install.sh            # build/install what is missing
+#   source "${PORTCULLIS_CACHE:-$HOME/.cache/portcullis}/env"
+#
+# Only package registries are reachable here (no release downloads), hence:
+# OpenFGA and kube-apiserver are compiled from the Go module proxy, etcd comes
+# from Debian's etcd-server package.
+set -euo pipefail
+
+OPENFGA_VERSION=v1.22.1
+# Debian bookworm's etcd-server; kube-apiserver accepts 3.4 (it only turns off
+# watch-progress-based consistent reads, which the tests do not depend on).
+ETCD_VERSION=3.4.23
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+K8S_MODULE_DIR="$HERE/kube-apiserver"
+# The Kubernetes version is pinned once, in kube-apiserver/go.mod.
+K8S_VERSION="$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$K8S_MODULE_DIR/go.mod")"
+
+CACHE="${PORTCULLIS_CACHE:-$HOME/.cache/portcullis}"
+BIN="$CACHE/bin"
+OPENFGA_BIN="$BIN/openfga-$OPENFGA_VERSION"
+KUBE_APISERVER_BIN="$BIN/kube-apiserver-$K8S_VERSION"
+ETCD_BIN="$BIN/etcd-$ETCD_VERSION"
+
+log() { printf '[deps %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# Runs a long command with its output in a log file, printing a heartbeat so a
+# 10-25 minute cold build is visibly alive; shows the log tail if it fails.
+run_with_progress() {
+  local what="$1"; shift
+  local logfile="$CACHE/build-$what.log"
+  local start=$SECONDS
+  "$@" >"$logfile" 2>&1 &
+  local pid=$! next=30
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if (( SECONDS - start >= next )); then
+      log "  still building $what ($(( next / 60 ))m$(( next % 60 ))s)"
+      next=$(( next + 30 ))
+    fi
+  done
+  if ! wait "$pid"; then
+    tail -n 40 "$logfile" >&2
+    die "building $what failed (full log: $logfile)"
+  fi
+  log "built $what in $(( SECONDS - start ))s"
+}
+
+need_go() {
+  command -v go >/dev/null || die "Go is required (go.mod files here declare go 1.26)"
+}
+
+install_openfga() {
+  [[ -x "$OPENFGA_BIN" ]] && { log "openfga $OPENFGA_VERSION: cached"; return; }
+  need_go
+  log "openfga $OPENFGA_VERSION: building from the Go module proxy"
+  local tmp; tmp="$(mktemp -d)"
+  run_with_progress openfga env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
+    go install -trimpath \
+    -ldflags="-s -w -X github.com/openfga/openfga/internal/build.Version=$OPENFGA_VERSION" \
+    "github.com/openfga/openfga/cmd/openfga@$OPENFGA_VERSION"
+  # Rename last so an interrupted build never leaves a half-written binary.
+  mv "$tmp/openfga" "$OPENFGA_BIN"
+  rmdir "$tmp"
+}
+
+install_kube_apiserver() {
+  [[ -x "$KUBE_APISERVER_BIN" ]] && { log "kube-apiserver $K8S_VERSION: cached"; return; }
+  need_go
+  log "kube-apiserver $K8S_VERSION: building (cold: 10-25 min on 2 cores)"
+  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  # Stamp the version the release build would, so /version and the emulation
+  # version logic see v1.Y.Z instead of v0.0.0-master.
+  local pkg=k8s.io/component-base/version
+  local ldflags="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  (
+    cd "$K8S_MODULE_DIR"
+    # -mod=readonly: the committed go.sum must already be complete.
+    run_with_progress kube-apiserver go build -mod=readonly -buildvcs=false -trimpath \
+      -ldflags="$ldflags" -o "$KUBE_APISERVER_BIN.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  )
+  mv "$KUBE_APISERVER_BIN.tmp" "$KUBE_APISERVER_BIN"
+}
+
+install_etcd() {
+  [[ -x "$ETCD_BIN" ]] && { log "etcd $ETCD_VERSION: cached"; return; }
+  log "etcd $ETCD_VERSION: fetching Debian package etcd-server"
+  local sudo=(); [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  # Download and unpack rather than install: installing would also set up
+  # (and outside containers start) a system etcd service nobody needs.
+  local tmp; tmp="$(mktemp -d)"
+  (cd "$tmp" && apt-get download -qq etcd-server)
+  dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root"
+  local got; got="$("$tmp/root/usr/bin/etcd" --version | awk '/^etcd Version:/ { print $3 }')"
+  [[ "$got" == "$ETCD_VERSION" ]] || die "Debian ships etcd $got, expected $ETCD_VERSION: update ETCD_VERSION in $0"
+  mv "$tmp/root/usr/bin/etcd" "$ETCD_BIN"
+  rm -rf "$tmp"
+  log "etcd $ETCD_VERSION: unpacked into the cache"
+}
+
+main() {
+  mkdir -p "$BIN"
+  # Two concurrent runs would otherwise build the same binary twice.
+  exec 9>"$CACHE/.install.lock"
+  flock 9
+
+  install_etcd
+  install_openfga
+  install_kube_apiserver
+
+  cat >"$CACHE/env" <<EOF
+export PORTCULLIS_OPENFGA_BIN=$OPENFGA_BIN
+export PORTCULLIS_KUBE_APISERVER_BIN=$KUBE_APISERVER_BIN
+export PORTCULLIS_ETCD_BIN=$ETCD_BIN
+EOF
+  log "wrote $CACHE/env (the test harness reads it; or source it):"
+  cat "$CACHE/env"
+}
+
+# Called last, so bash has parsed the whole file before running anything:
+# editing it (e.g. a git pull) during a long build cannot derail the run.
+main
