@@ -2,7 +2,14 @@
  * The clusters portcullis reaches, each through its own kubeconfig (a file or in-cluster). One
  * keep-alive connection pool per API server is shared by every call to it.
  */
-import { type ConfigurationOptions, KubeConfig, type Middleware, type RequestContext, type ResponseContext } from "@kubernetes/client-node";
+import {
+  type ConfigurationOptions,
+  KubeConfig,
+  Observable,
+  type ObservableMiddleware,
+  type RequestContext,
+  type ResponseContext,
+} from "@kubernetes/client-node";
 import { Agent } from "undici";
 import type { KnownClusters } from "../authz/ports.ts";
 
@@ -70,17 +77,17 @@ async function loadCluster(config: ClusterConfig): Promise<Cluster> {
     id: config.id,
     kubeConfig,
     callOptions(signal) {
-      const middleware: Middleware = {
-        pre: async (context: RequestContext) => {
+      // The object-parameter APIs hand these options straight to the observable API, which calls
+      // `.toPromise()` on what pre/post return: promise middleware fails every call with a TypeError.
+      const middleware: ObservableMiddleware = {
+        pre: (context: RequestContext) => {
           context.setDispatcher(pool);
           context.setSignal(signal);
-          return context;
+          return new Observable(Promise.resolve(context));
         },
-        post: async (response: ResponseContext) => response,
+        post: (response: ResponseContext) => new Observable(Promise.resolve(response)),
       };
-      // The object-parameter APIs are typed with observable middleware but hand their options to the
-      // promise API, which expects promise middleware (client-node 2.0 typing gap).
-      return { middleware: [middleware], middlewareMergeStrategy: "append" } as unknown as ConfigurationOptions;
+      return { middleware: [middleware], middlewareMergeStrategy: "append" };
     },
   };
 }

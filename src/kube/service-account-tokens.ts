@@ -10,6 +10,9 @@ import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { ServiceAccountTokens } from "../authz/ports.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
 
+/** The dependency name in errors, logs and metrics. */
+const TOKEN_REQUEST_DEPENDENCY = "kube-tokenrequest";
+
 export interface ServiceAccountTokenOptions {
   /** At least 600: the API server's minimum. */
   readonly expirationSeconds: number;
@@ -45,11 +48,11 @@ export class TokenRequests implements ServiceAccountTokens {
       perf: { now },
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
         const target = apis.get(context.clusterId);
-        if (target === undefined) throw new DependencyUnavailable("kube-apiserver", "cluster not configured");
+        if (target === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "cluster not configured");
         const requested = now();
         let response;
         try {
-          response = await withDeadline("kube-apiserver", options.timeoutMs, (signal) =>
+          response = await withDeadline(TOKEN_REQUEST_DEPENDENCY, options.timeoutMs, (signal) =>
             target.api.createNamespacedServiceAccountToken(
               {
                 name: context.name,
@@ -73,10 +76,10 @@ export class TokenRequests implements ServiceAccountTokens {
         const token = response.status?.token;
         const expires = response.status?.expirationTimestamp;
         if (typeof token !== "string" || token === "" || expires === undefined) {
-          throw new DependencyUnavailable("kube-apiserver", "TokenRequest answered without a token");
+          throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest answered without a token");
         }
         const lifetime = new Date(expires).getTime() - requested;
-        if (!(lifetime > 0)) throw new DependencyUnavailable("kube-apiserver", "TokenRequest returned an expired token");
+        if (!(lifetime > 0)) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest returned an expired token");
         entry.ttl = Math.floor(lifetime * REFRESH_AT);
         return token;
       },
@@ -87,7 +90,7 @@ export class TokenRequests implements ServiceAccountTokens {
     const status: LRUCache.Status<string, string> = {};
     const token = await this.#cache.fetch(`${clusterId}/${namespace}/${name}`, { context: { clusterId, namespace, name }, status });
     publishCacheLookup("service_account_token", status.fetch);
-    if (token === undefined) throw new DependencyUnavailable("kube-apiserver", "no TokenRequest answer");
+    if (token === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "no TokenRequest answer");
     return token === MISSING ? undefined : token;
   }
 }

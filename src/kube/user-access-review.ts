@@ -12,6 +12,9 @@ import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { AccessAttributes, UserAccessReview } from "../authz/ports.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
 
+/** The dependency name in errors, logs and metrics. */
+const SAR_DEPENDENCY = "kube-subjectaccessreview";
+
 export interface UserAccessReviewOptions {
   readonly timeoutMs: number;
   readonly allowTtlMs: number;
@@ -34,8 +37,8 @@ export class SubjectAccessReviews implements UserAccessReview {
       ttl: options.allowTtlMs,
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
         const target = apis.get(context.clusterId);
-        if (target === undefined) throw new DependencyUnavailable("kube-apiserver", "cluster not configured");
-        const review = await withDeadline("kube-apiserver", options.timeoutMs, (signal) =>
+        if (target === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "cluster not configured");
+        const review = await withDeadline(SAR_DEPENDENCY, options.timeoutMs, (signal) =>
           target.api.createSubjectAccessReview({ body: context.body }, target.cluster.callOptions(signal)),
         );
         const allowed = review.status?.allowed === true && review.status.denied !== true;
@@ -51,7 +54,7 @@ export class SubjectAccessReviews implements UserAccessReview {
     const key = JSON.stringify([clusterId, body.spec]);
     const answer = await this.#cache.fetch(key, { context: { clusterId, body }, status });
     publishCacheLookup("subject_access_review", status.fetch);
-    if (answer === undefined) throw new DependencyUnavailable("kube-apiserver", "no SubjectAccessReview answer");
+    if (answer === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "no SubjectAccessReview answer");
     return answer;
   }
 }

@@ -1,0 +1,132 @@
+/**
+ * The gateway's remote dependencies against the real kube-apiserver and OpenFGA: concurrent cold
+ * checks coalesce into one call per dependency, the PluginInstallation index follows the API
+ * server, and the internal GetInstallationManifest RPC answers from it.
+ */
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
+import * as grpc from "@grpc/grpc-js";
+import { CustomObjectsApi, type KubernetesObject } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DependencyCall } from "../../src/metrics/events.ts";
+import { installationServiceConstructor } from "../../src/server/installation-service.ts";
+import { startFundamentWorld, type FundamentWorld, users, waitFor } from "./fundament-world.ts";
+import { ids, pluginToken } from "../support/tokens.ts";
+
+let world: FundamentWorld;
+let custom: CustomObjectsApi;
+let manifests: grpc.Client & Record<string, grpc.MethodDefinition<unknown, unknown> | unknown>;
+
+beforeAll(async () => {
+  world = await startFundamentWorld({ allowTtlMs: 60_000, denyTtlMs: 60_000 });
+  custom = world.admin.makeApiClient(CustomObjectsApi);
+  const Service = installationServiceConstructor();
+  manifests = new Service(`127.0.0.1:${world.portcullis.server.internalPort}`, grpc.credentials.createInsecure()) as typeof manifests;
+}, 180_000);
+afterAll(async () => {
+  manifests?.close();
+  await world?.stop();
+});
+
+function getManifest(clusterId: string, installationId: string): Promise<{ ok: true; value: Record<string, string> } | { ok: false; code: number }> {
+  return new Promise((resolve) => {
+    (manifests["GetInstallationManifest"] as (req: object, cb: (err: grpc.ServiceError | null, res: Record<string, string>) => void) => void).call(
+      manifests,
+      { cluster_id: clusterId, installation_id: installationId },
+      (err, res) => resolve(err ? { ok: false, code: err.code } : { ok: true, value: res }),
+    );
+  });
+}
+
+describe("coalescing against the real dependencies", () => {
+  it("100 concurrent identical cold checks cost 1 OpenFGA Check, 1 SubjectAccessReview and 1 TokenRequest", async () => {
+    const counts: Record<string, number> = {};
+    const onCall = (m: unknown) => {
+      const { dependency } = m as DependencyCall;
+      counts[dependency] = (counts[dependency] ?? 0) + 1;
+    };
+    const token = await pluginToken({ sub: users.alice, installation_id: world.installationUid });
+    subscribe("portcullis:dependency", onCall);
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 100 }, () =>
+          world.portcullis.check({
+            path: `/clusters/${ids.cluster}/apis/cert-manager.io/v1/namespaces/team-a/certificates/web`,
+            headers: { authorization: `Bearer ${token}` },
+            policy: "kube-api-proxy",
+          }),
+        ),
+      );
+      expect(results.filter((r) => r.allowed)).toHaveLength(100);
+    } finally {
+      unsubscribe("portcullis:dependency", onCall);
+    }
+    expect(counts).toEqual({ openfga: 1, "kube-subjectaccessreview": 1, "kube-tokenrequest": 1 });
+  });
+});
+
+describe("PluginInstallation index and GetInstallationManifest", () => {
+  it("answers from the index with the installation's pin and status", async () => {
+    const res = await getManifest(ids.cluster, world.installationUid);
+    expect(res).toMatchObject({
+      ok: true,
+      value: { plugin_name: "cert-manager", plugin_version: "1.4.0", organization_id: "org-acme", installation_name: "cert-manager" },
+    });
+    if (res.ok) expect(res.value["definition_hash"]).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+
+  it.each([
+    { name: "unknown installation", cluster: ids.cluster, installation: ids.otherInstallation, code: grpc.status.NOT_FOUND },
+    { name: "unknown cluster", cluster: ids.otherCluster, installation: ids.installation, code: grpc.status.NOT_FOUND },
+    { name: "malformed id", cluster: ids.cluster, installation: "cert-manager", code: grpc.status.INVALID_ARGUMENT },
+  ])("$name → $code", async ({ cluster, installation, code }) => {
+    expect(await getManifest(cluster, installation)).toEqual({ ok: false, code });
+  });
+
+  it("follows a new installation, then its deletion (deletionTimestamp → FAILED_PRECONDITION and denial, gone → NOT_FOUND)", async () => {
+    const created = (await custom.createClusterCustomObject({
+      group: "plugins.fundament.io",
+      version: "v1",
+      plural: "plugininstallations",
+      body: {
+        apiVersion: "plugins.fundament.io/v1",
+        kind: "PluginInstallation",
+        // The finalizer keeps the object around with a deletionTimestamp, as plugin-controller's does.
+        metadata: { name: "external-dns", finalizers: ["plugins.fundament.io/teardown"] },
+        spec: { organizationId: "org-acme", definitionRef: { pluginName: "external-dns", pluginVersion: "0.9.0", definitionHash: `sha256:${"cd".repeat(32)}` } },
+      },
+    })) as KubernetesObject;
+    const uid = created.metadata!.uid!;
+    await waitFor(async () => (await getManifest(ids.cluster, uid)).ok);
+    expect(await getManifest(ids.cluster, uid)).toMatchObject({ ok: true, value: { plugin_name: "external-dns", installation_name: "external-dns" } });
+
+    await custom.deleteClusterCustomObject({ group: "plugins.fundament.io", version: "v1", plural: "plugininstallations", name: "external-dns" });
+    await waitFor(async () => {
+      const res = await getManifest(ids.cluster, uid);
+      return !res.ok && res.code === grpc.status.FAILED_PRECONDITION;
+    });
+    const token = await pluginToken({ sub: users.alice, installation_id: uid, installation_name: "external-dns", plugin_name: "external-dns" });
+    expect(
+      await world.portcullis.check({ path: `/clusters/${ids.cluster}/version`, headers: { authorization: `Bearer ${token}` }, policy: "kube-api-proxy" }),
+    ).toMatchObject({ allowed: false, reason: "installation-unavailable" });
+
+    await custom.patchClusterCustomObject({
+      group: "plugins.fundament.io",
+      version: "v1",
+      plural: "plugininstallations",
+      name: "external-dns",
+      body: [{ op: "remove", path: "/metadata/finalizers" }],
+    });
+    await waitFor(async () => {
+      const res = await getManifest(ids.cluster, uid);
+      return !res.ok && res.code === grpc.status.NOT_FOUND;
+    });
+  });
+
+  it("reports readiness through gRPC health and the admin port", async () => {
+    const res = await fetch(`http://127.0.0.1:${world.portcullis.server.adminPort}/readyz`);
+    expect(res.status).toBe(200);
+    const metrics = await (await fetch(`http://127.0.0.1:${world.portcullis.server.adminPort}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`portcullis_index_synced\\{index="plugininstallations",cluster_id="${ids.cluster}"\\} 1`));
+    expect(metrics).toMatch(/portcullis_decisions_total\{policy="kube-api-proxy",outcome="allowed"\} \d+/);
+  });
+});
