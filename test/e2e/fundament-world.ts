@@ -83,7 +83,16 @@ export interface FundamentWorld {
   stop(): Promise<void>;
 }
 
-export async function startFundamentWorld(options: { allowTtlMs?: number; denyTtlMs?: number } = {}): Promise<FundamentWorld> {
+export interface WorldOptions {
+  allowTtlMs?: number;
+  denyTtlMs?: number;
+  /** portcullis's listen addresses; loopback port 0 (any free port) each by default. */
+  listen?: { grpc: string; admin: string; internal: string };
+  /** Echo portcullis's log and audit lines to stdout. */
+  echoLogs?: boolean;
+}
+
+export async function startFundamentWorld(options: WorldOptions = {}): Promise<FundamentWorld> {
   const [api, fga] = await Promise.all([startKubeApiserver(), startOpenFGA({ modelFile: resolve(ROOT, "deploy/openfga/model.fga") })]);
   const admin = kubeConfig(api);
   const objects = KubernetesObjectApi.makeApiClient(admin);
@@ -207,10 +216,12 @@ export async function startFundamentWorld(options: { allowTtlMs?: number; denyTt
       tokenRequest: { timeoutMs: 2_000 },
     },
     check: { timeoutMs: 5_000 },
+    ...(options.listen === undefined ? {} : { listen: options.listen }),
+    ...(options.echoLogs ? { logLevel: "info" } : {}),
   });
   const ports = await connectPorts(config, createLogging("warn").logger);
   await waitFor(async () => ports.ready());
-  const portcullis = await startTestServer(ports, config);
+  const portcullis = await startTestServer(ports, config, { echo: options.echoLogs ?? false });
 
   const pool = new Agent({ connect: { ca: api.caPem } });
   const world: FundamentWorld = {

@@ -31,11 +31,13 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
-export async function startTestServer(ports: Ports, config: Config = testConfig()): Promise<TestServer> {
+/** `echo` also writes every log line to stdout (the local stack shows them). */
+export async function startTestServer(ports: Ports, config: Config = testConfig(), options: { echo?: boolean } = {}): Promise<TestServer> {
   const chunks: string[] = [];
   const sink = new Writable({
     write(chunk, _enc, cb) {
       chunks.push(String(chunk));
+      if (options.echo) process.stdout.write(chunk);
       cb();
     },
   });
