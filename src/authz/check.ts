@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import { type Decision, deny } from "./decision.ts";
-import { DependencyUnavailable, denialFor } from "./errors.ts";
+import { beforeDeadline, denialFor } from "./errors.ts";
 import type { Policy } from "./policy.ts";
 import { type CheckRequestMessage, fromCheckRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
 import { type CheckResponseMessage, toCheckResponse } from "../envoy/check-response.ts";
@@ -40,7 +40,8 @@ export function createChecker(options: CheckerOptions): Checker {
       } else {
         policyName = policy.name;
         bodyShape = policy.bodyShape;
-        decision = await withTimeout(policy.decide(request), options.timeoutMs);
+        const deadline = AbortSignal.timeout(options.timeoutMs);
+        decision = await beforeDeadline(policy.decide(request, deadline), deadline);
       }
     } catch (err) {
       decision = err instanceof MalformedCheckRequest ? deny("bad-request", "not an HTTP request") : denialFor(err);
@@ -54,14 +55,6 @@ export function createChecker(options: CheckerOptions): Checker {
     }
     return toCheckResponse(decision, { bodyShape, retryAfterSeconds: options.retryAfterSeconds });
   };
-}
-
-function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DependencyUnavailable("check", `no decision within ${ms} ms`)), ms);
-  });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }
 
 function errorText(err: unknown): string {

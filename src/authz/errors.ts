@@ -58,3 +58,26 @@ export function denialFor(err: unknown): Deny {
   if (err instanceof DependencyUnavailable) return deny("dependency-unavailable", `${err.dependency} is unavailable`);
   return deny("internal-error", "internal error");
 }
+
+/**
+ * Settles with `work`, or rejects with DependencyUnavailable when `deadline` aborts first. The check
+ * and a policy that must report its own outcome (the audit line) race the same signal, so both see
+ * the same answer.
+ */
+export function beforeDeadline<T>(work: Promise<T>, deadline: AbortSignal): Promise<T> {
+  if (deadline.aborted) return Promise.reject(new DependencyUnavailable("check", "deadline passed"));
+  return new Promise<T>((resolveWork, reject) => {
+    const onAbort = () => reject(new DependencyUnavailable("check", "no decision before the deadline"));
+    deadline.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (value) => {
+        deadline.removeEventListener("abort", onAbort);
+        resolveWork(value);
+      },
+      (err: unknown) => {
+        deadline.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}

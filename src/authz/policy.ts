@@ -12,5 +12,6 @@ export interface Policy {
   readonly name: PolicyName;
   /** The shape of this policy's denial bodies. */
   readonly bodyShape: BodyShape;
-  decide(request: HttpRequest): Promise<Decision>;
+  /** `deadline` aborts when the check's time is up; the check then answers 503 whatever the policy does. */
+  decide(request: HttpRequest, deadline: AbortSignal): Promise<Decision>;
 }

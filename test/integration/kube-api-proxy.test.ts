@@ -140,6 +140,15 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     });
   });
 
+  it("audits a request that ran past the check deadline with the 503 Envoy was given, never a late allow", async () => {
+    world.canViewAnswer = { delayMs: 1_200, value: true };
+    const res = await check(`${base}/api/v1/pods`, { ...(await bearer(pluginToken())), "x-request-id": "req-late" });
+    expect(res).toMatchObject({ allowed: false, reason: "dependency-unavailable" });
+    await new Promise((r) => setTimeout(r, 600));
+    const line = server.logs.find((l) => l["audit"] === "plugin_request" && l["request_id"] === "req-late");
+    expect(line).toMatchObject({ audit: "plugin_request", decision: "denied:dependency-unavailable" });
+  });
+
   it("uses nonResourceAttributes for /version and /openapi", async () => {
     expect(await check(`${base}/openapi/v3/apis/apps/v1`, await bearer(pluginToken()))).toMatchObject({ allowed: true });
     expect(world.sarRequests).toEqual([{ kind: "non-resource", verb: "get", path: "/openapi/v3/apis/apps/v1" }]);
