@@ -31,7 +31,7 @@ log() { printf '[deps %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # Runs a long command with its output in a log file, printing a heartbeat so a
-# 10-25 minute cold build is visibly alive; shows the log tail if it fails.
+# multi-minute cold build is visibly alive; shows the log tail if it fails.
 run_with_progress() {
   local what="$1"; shift
   local logfile="$CACHE/build-$what.log"
@@ -60,7 +60,8 @@ install_openfga() {
   [[ -x "$OPENFGA_BIN" ]] && { log "openfga $OPENFGA_VERSION: cached"; return; }
   need_go
   log "openfga $OPENFGA_VERSION: building from the Go module proxy"
-  local tmp; tmp="$(mktemp -d)"
+  # Temp dirs live in the cache so the final mv is a same-filesystem rename.
+  local tmp; tmp="$(mktemp -d "$BIN/.openfga.XXXXXX")"
   run_with_progress openfga env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
     go install -trimpath \
     -ldflags="-s -w -X github.com/openfga/openfga/internal/build.Version=$OPENFGA_VERSION" \
@@ -73,7 +74,7 @@ install_openfga() {
 install_kube_apiserver() {
   [[ -x "$KUBE_APISERVER_BIN" ]] && { log "kube-apiserver $K8S_VERSION: cached"; return; }
   need_go
-  log "kube-apiserver $K8S_VERSION: building (cold: 10-25 min on 2 cores)"
+  log "kube-apiserver $K8S_VERSION: building (cold: about 5 min on 2 idle cores)"
   local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
   # Stamp the version the release build would, so /version and the emulation
   # version logic see v1.Y.Z instead of v0.0.0-master.
@@ -95,8 +96,9 @@ install_etcd() {
   "${sudo[@]}" apt-get update -qq
   # Download and unpack rather than install: installing would also set up
   # (and outside containers start) a system etcd service nobody needs.
-  local tmp; tmp="$(mktemp -d)"
-  (cd "$tmp" && apt-get download -qq etcd-server)
+  local tmp; tmp="$(mktemp -d "$BIN/.etcd.XXXXXX")"
+  # _apt cannot write into a mktemp dir; the sandbox only matters for root.
+  (cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root etcd-server)
   dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root"
   local got; got="$("$tmp/root/usr/bin/etcd" --version | awk '/^etcd Version:/ { print $3 }')"
   [[ "$got" == "$ETCD_VERSION" ]] || die "Debian ships etcd $got, expected $ETCD_VERSION: update ETCD_VERSION in $0"
@@ -116,14 +118,14 @@ main() {
   install_kube_apiserver
 
   cat >"$CACHE/env" <<EOF
-export PORTCULLIS_OPENFGA_BIN=$OPENFGA_BIN
-export PORTCULLIS_KUBE_APISERVER_BIN=$KUBE_APISERVER_BIN
-export PORTCULLIS_ETCD_BIN=$ETCD_BIN
+export PORTCULLIS_OPENFGA_BIN="$OPENFGA_BIN"
+export PORTCULLIS_KUBE_APISERVER_BIN="$KUBE_APISERVER_BIN"
+export PORTCULLIS_ETCD_BIN="$ETCD_BIN"
 EOF
   log "wrote $CACHE/env (the test harness reads it; or source it):"
   cat "$CACHE/env"
 }
 
-# Called last, so bash has parsed the whole file before running anything:
-# editing it (e.g. a git pull) during a long build cannot derail the run.
-main
+# Bash reads a script as it runs it; with main and exit on the last line,
+# editing this file (e.g. a git pull) during a long build cannot derail it.
+main; exit

@@ -3,6 +3,8 @@
  * silently fall back to a default); every field says what it expects.
  */
 import { z } from "zod";
+import { checkEnvoySection, envoySchema } from "./envoy-schema.ts";
+import { checkKonfidenceSection, konfidenceSchema } from "./konfidence-schema.ts";
 
 const address = z
   .string()
@@ -110,8 +112,12 @@ export const configSchema = z
       })
       .strict()
       .default({ allowUnpinned: false, controller: { namespace: "fundament-system", service: "plugin-controller" } }),
+    envoy: envoySchema.optional().describe("what only Envoy needs; read by `portcullis envoy-config`, ignored by the server"),
+    konfidence: konfidenceSchema.optional().describe("the konfidence-api policy (ADR-0028); not registered when absent"),
   })
-  .strict();
+  .strict()
+  .superRefine(checkEnvoySection)
+  .superRefine(checkKonfidenceSection);
 
 export type Config = z.infer<typeof configSchema>;
 export type SecretSource = z.infer<typeof secretSource>;

@@ -66,7 +66,11 @@ function readHeaders(http: NonNullable<NonNullable<NonNullable<CheckRequestMessa
     }
     return out;
   }
-  for (const [k, v] of Object.entries(http.headers ?? {})) out[k.toLowerCase()] = String(v);
+  for (const [k, v] of Object.entries(http.headers ?? {})) {
+    // Envoy sends lower-case keys; a sender that does not must not get one of two values dropped.
+    const name = k.toLowerCase();
+    out[name] = name in out ? `${out[name]}, ${String(v)}` : String(v);
+  }
   return out;
 }
 
@@ -75,5 +79,20 @@ function splitPath(raw: string): { path: string; query: URLSearchParams } {
   const noFragment = hash === -1 ? raw : raw.slice(0, hash);
   const q = noFragment.indexOf("?");
   if (q === -1) return { path: noFragment, query: new URLSearchParams() };
-  return { path: noFragment.slice(0, q), query: new URLSearchParams(noFragment.slice(q + 1)) };
+  return { path: noFragment.slice(0, q), query: goQuery(noFragment.slice(q + 1)) };
+}
+
+/**
+ * The query as Go's url.ParseQuery reads it, since the upstreams (kube-apiserver above all) are Go:
+ * a pair holding `;` or a malformed %-escape is dropped, where URLSearchParams would keep it. Kept,
+ * `?watch=1;` reads as a watch here while kube-apiserver runs a list: a verb the user was never
+ * authorized for.
+ */
+function goQuery(raw: string): URLSearchParams {
+  return new URLSearchParams(
+    raw
+      .split("&")
+      .filter((pair) => !pair.includes(";") && !/%(?![0-9A-Fa-f]{2})/.test(pair))
+      .join("&"),
+  );
 }

@@ -34,6 +34,9 @@ export class OpenFgaCanView implements ClusterViewCheck {
         : { credentials: { method: CredentialsMethod.ApiToken, config: { token: options.apiToken } } }),
       // Our own deadline bounds the call; a retry would only run past it.
       retryParams: { maxRetry: 0 },
+      // withDeadline stops waiting but cannot abort the SDK's request: axios must drop the socket at
+      // the same deadline, or a slow OpenFGA holds one open socket per check for the SDK's 10 s default.
+      baseOptions: { timeout: options.timeoutMs },
     });
     this.#cache = new LRUCache({
       max: options.maxEntries,

@@ -8,6 +8,9 @@ import { CustomObjectsApi, type KubernetesObject, ListWatch, Watch } from "@kube
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
 
+/** The longest a list may take before it counts as failed and is retried with backoff. */
+const LIST_TIMEOUT_MS = 10_000;
+
 export interface WatchedResource {
   readonly group: string;
   readonly version: string;
@@ -75,7 +78,9 @@ export class WatchedIndex<T extends KubernetesObject> {
     const listWatch = new ListWatch<T>(
       `/apis/${group}/${version}/${plural}`,
       new Watch(this.#cluster.kubeConfig),
-      () => api.listClusterCustomObject({ group, version, plural }),
+      // client-node sets no deadline on the list: a list the API server never answers would keep the
+      // index unsynced for undici's 300 s default, long after the server is healthy again.
+      () => api.listClusterCustomObject({ group, version, plural }, this.#cluster.callOptions(AbortSignal.timeout(LIST_TIMEOUT_MS))),
       false,
     );
     let failed = false;

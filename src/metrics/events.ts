@@ -23,9 +23,16 @@ export interface CheckDecision {
   readonly seconds: number;
 }
 
+/** A Konfidence roleBindings entry that never matches, reported when its Project arrives. */
+export interface InvalidSubject {
+  /** A closed set (src/konfidence/role-bindings.ts BindingProblemCode). */
+  readonly problem: string;
+}
+
 export const checkDecisions = channel("portcullis:decision");
 export const cacheLookups = channel("portcullis:cache");
 export const dependencyCalls = channel("portcullis:dependency");
+export const invalidSubjects = channel("portcullis:konfidence-invalid-subject");
 
 export function publishCacheLookup(cache: string, outcome: string | undefined): void {
   if (cacheLookups.hasSubscribers) cacheLookups.publish({ cache, outcome: outcome ?? "unknown" } satisfies CacheLookup);
@@ -37,4 +44,8 @@ export function publishDependencyCall(dependency: string, seconds: number, ok: b
 
 export function publishDecision(policy: string, outcome: string, seconds: number): void {
   if (checkDecisions.hasSubscribers) checkDecisions.publish({ policy, outcome, seconds } satisfies CheckDecision);
+}
+
+export function publishInvalidSubject(problem: string): void {
+  if (invalidSubjects.hasSubscribers) invalidSubjects.publish({ problem } satisfies InvalidSubject);
 }

@@ -4,7 +4,7 @@
  */
 import { subscribe } from "node:diagnostics_channel";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { CacheLookup, CheckDecision, DependencyCall } from "./events.ts";
+import type { CacheLookup, CheckDecision, DependencyCall, InvalidSubject } from "./events.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
@@ -80,6 +80,15 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
     const m = message as DependencyCall;
     dependencySeconds.observe({ dependency: m.dependency }, m.seconds);
     if (!m.ok) dependencyErrors.inc({ dependency: m.dependency });
+  });
+  const invalidSubjects = new Counter({
+    name: "portcullis_konfidence_invalid_subjects_total",
+    help: "Konfidence roleBindings entries that never match (invalid or untrusted), counted each time their Project arrives",
+    labelNames: ["problem"],
+    registers: [registry],
+  });
+  subscribe("portcullis:konfidence-invalid-subject", (message) => {
+    invalidSubjects.inc({ problem: (message as InvalidSubject).problem });
   });
   return registry;
 }

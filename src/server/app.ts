@@ -27,11 +27,14 @@ import { authorizationService, healthService } from "../envoy/protos.ts";
 import { OpenFgaCanView } from "../fga/can-view.ts";
 import { Clusters } from "../kube/clusters.ts";
 import { InstallationIndex } from "../kube/installation-index.ts";
+import type { KonfidencePorts } from "../konfidence/ports.ts";
+import { connectKonfidence, konfidencePolicy } from "../konfidence/wiring.ts";
 import { TokenRequests } from "../kube/service-account-tokens.ts";
 import { SubjectAccessReviews } from "../kube/user-access-review.ts";
 import { createMetrics, type IndexSizes } from "../metrics/prometheus.ts";
 import { TokenVerifier } from "../tokens/fundament.ts";
 import { createAdminServer } from "./admin.ts";
+import { createExplainer } from "./explain.ts";
 import { Health } from "./health.ts";
 import { installationServiceConstructor, installationServiceHandlers } from "./installation-service.ts";
 
@@ -42,6 +45,8 @@ export interface Ports {
   readonly userAccess: UserAccessReview;
   readonly serviceAccountTokens: ServiceAccountTokens;
   readonly installations: InstallationLookup;
+  /** Present when `konfidence` is configured. */
+  readonly konfidence?: KonfidencePorts;
   /** True when every index has synced. */
   ready(): boolean;
   indexSizes: IndexSizes;
@@ -76,15 +81,23 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   });
   const installations = new InstallationIndex(clusters.all(), { logger });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
+  const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger);
   return {
     clusters,
     canView,
     userAccess,
     serviceAccountTokens,
     installations,
-    ready: () => installations.synced,
-    indexSizes: () => installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),
-    stop: () => installations.stop(),
+    konfidence: konfidence?.ports,
+    ready: () => installations.synced && (konfidence?.projects.synced ?? true),
+    indexSizes: () => [
+      ...installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),
+      ...(konfidence?.projects.sizes() ?? []).map((s) => ({ index: "projects", ...s })),
+    ],
+    stop: async () => {
+      await installations.stop();
+      await konfidence?.stop();
+    },
   };
 }
 
@@ -127,6 +140,7 @@ export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Pol
     }),
     pluginProxy({ tokens, clusters: ports.clusters, canView: ports.canView, controller: config.plugins.controller }),
     pluginAssets(),
+    ...(config.konfidence === undefined ? [] : [konfidencePolicy(config.konfidence, ports.konfidence)]),
   ];
 }
 
@@ -170,7 +184,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations));
   const internalPort = await bind(internalServer, config.listen.internal);
 
-  const admin = createAdminServer({ ready: () => health.serving, metrics });
+  const admin = createAdminServer({ ready: () => health.serving, metrics, explain: createExplainer(check) });
   const adminPort = await listen(admin, config.listen.admin);
   logger.info({ grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length }, "portcullis listening");
 
@@ -188,8 +202,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           setTimeout(resolveDrain, config.check.timeoutMs * 2).unref();
         });
       }
-      await Promise.all([shutdownGrpc(grpcServer), shutdownGrpc(internalServer), closeHttp(admin)]);
+      // Before the gRPC stop: open health Watch streams would otherwise hold it until the 5 s force.
       health.stop();
+      await Promise.all([shutdownGrpc(grpcServer), shutdownGrpc(internalServer), closeHttp(admin)]);
       await ports.stop();
       await options.flushLogs();
     },

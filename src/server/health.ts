@@ -13,7 +13,8 @@ const KNOWN_SERVICES: ReadonlySet<string> = new Set(["", "envoy.service.auth.v3.
 export class Health {
   readonly #isReady: () => boolean;
   #shuttingDown = false;
-  readonly #watchers = new Set<() => void>();
+  /** Each Watch call, by the function that sends it the current status. */
+  readonly #watchers = new Map<() => void, grpc.ServerWritableStream<{ service?: string }, unknown>>();
   #poll: NodeJS.Timeout | undefined;
   #last: boolean | undefined;
 
@@ -36,7 +37,7 @@ export class Health {
   }
 
   #notify(): void {
-    for (const w of this.#watchers) w();
+    for (const w of this.#watchers.keys()) w();
   }
 
   handlers(): grpc.UntypedServiceImplementation {
@@ -56,7 +57,7 @@ export class Health {
             call.write({ status });
           }
         };
-        this.#watchers.add(send);
+        this.#watchers.set(send, call);
         this.#startPolling();
         call.on("cancelled", () => this.#watchers.delete(send));
         call.on("close", () => this.#watchers.delete(send));
@@ -78,7 +79,10 @@ export class Health {
     this.#poll.unref();
   }
 
+  /** Stops polling and ends every Watch stream (they never end on their own), after NOT_SERVING was sent. */
   stop(): void {
     clearInterval(this.#poll);
+    for (const call of this.#watchers.values()) call.end();
+    this.#watchers.clear();
   }
 }

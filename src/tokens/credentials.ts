@@ -4,7 +4,7 @@
  * repeated headers with commas).
  */
 
-export type CredentialSource = "bearer" | "cookie" | "websocket-protocol";
+export type CredentialSource = "bearer" | "cookie" | "websocket-protocol" | "header";
 
 export type CredentialLookup =
   | { readonly kind: "absent" }
@@ -51,6 +51,13 @@ export function cookieToken(headers: Readonly<Record<string, string>>, cookieNam
   if (values.length === 0) return ABSENT;
   if (values.length > 1) return { kind: "invalid", detail: `more than one ${cookieName} cookie` };
   return asToken("cookie", values[0]!);
+}
+
+/** A named header holding the bare token; two values (merged by Envoy with ", ") are not a compact JWS, so invalid. */
+export function headerToken(headers: Readonly<Record<string, string>>, headerName: string): CredentialLookup {
+  const value = headers[headerName];
+  if (value === undefined || value.trim() === "") return ABSENT;
+  return asToken("header", value.trim());
 }
 
 /** `Sec-WebSocket-Protocol: base64url.bearer.authorization.k8s.io.<base64url(jwt)>`, as kubectl sends it. */

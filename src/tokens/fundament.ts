@@ -112,7 +112,10 @@ function describe(err: unknown): string {
 }
 
 function classify(payload: JWTPayload): FundamentClaims | string {
-  const aud = typeof payload.aud === "string" ? [payload.aud] : (payload.aud ?? []);
+  // jose checks aud only when asked for one audience; any other JSON here (a number, an object,
+  // null) would otherwise throw below and be answered as a 500 instead of a 401.
+  const aud: unknown = typeof payload.aud === "string" ? [payload.aud] : payload.aud;
+  if (!isStringArray(aud)) return "aud malformed";
   const isUser = aud.includes(USER_AUDIENCE);
   const isPlugin = aud.includes(PLUGIN_AUDIENCE);
   const exp = payload.exp!;

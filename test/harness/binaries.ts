@@ -54,7 +54,7 @@ export function makeTempDir(prefix: string): string {
 const OUTPUT_LINES_KEPT = 200;
 const OUTPUT_LINES_SHOWN = 40;
 
-/** Every live process and its directory, so an exiting test run can reap them. */
+/** Every live process, so an exiting test run can reap them. */
 const live = new Set<ManagedProcess>();
 let reaperInstalled = false;
 
@@ -79,15 +79,13 @@ function installReaper(): void {
 
 export interface ManagedProcess {
   readonly name: string;
-  /** Temp directory owned by the process; removed when it stops. */
-  readonly dir: string;
   /** The last lines the process wrote to stdout/stderr. */
   outputTail(lines?: number): string;
   /** Exit description once the process has exited, else undefined. */
   exitStatus(): string | undefined;
-  /** SIGKILL and remove the directory, synchronously (for exit handlers). */
+  /** SIGKILL and remove its directory, synchronously (for exit handlers). */
   kill(): void;
-  /** SIGTERM, SIGKILL after a grace period, then remove the directory. */
+  /** SIGTERM, SIGKILL after a grace period, then remove its directory. */
   stop(): Promise<void>;
 }
 
@@ -121,7 +119,6 @@ export function spawnManaged(name: string, bin: string, args: string[], dir: str
 
   const proc: ManagedProcess = {
     name,
-    dir,
     outputTail: (lines = OUTPUT_LINES_SHOWN) => output.slice(-lines).join("\n"),
     exitStatus: () => status,
     kill() {

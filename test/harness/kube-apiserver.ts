@@ -42,8 +42,8 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
     const url = `https://127.0.0.1:${port}`;
     const dir = makeTempDir("kube-apiserver");
 
-    // Static token auth is the simplest admin credential; the token is random
-    // so parallel test files cannot use each other's servers by accident.
+    // A static token file is the simplest admin credential (still supported
+    // in 1.37); system:masters bypasses RBAC.
     const adminToken = randomBytes(24).toString("hex");
     writeFileSync(join(dir, "tokens.csv"), `${adminToken},admin,admin,system:masters\n`, { mode: 0o600 });
 
@@ -60,7 +60,6 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
       `--etcd-servers=${etcd.clientUrl}`,
       `--secure-port=${port}`,
       "--bind-address=127.0.0.1",
-      "--advertise-address=127.0.0.1",
       // No serving cert given: kube-apiserver self-signs one (with its own
       // CA) for localhost/127.0.0.1 and writes both into apiserver.crt.
       `--cert-dir=${certDir}`,
@@ -73,9 +72,6 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
       `--service-account-signing-key-file=${join(dir, "sa.key")}`,
       `--api-audiences=${url}`,
       "--service-cluster-ip-range=10.0.0.0/24",
-      // Without this it would publish 127.0.0.1 as the `kubernetes` Service
-      // endpoint, which validation rejects on every reconcile.
-      "--endpoint-reconciler-type=none",
       "--profiling=false",
       ...(opts.extraArgs ?? []),
     ], dir);
@@ -84,9 +80,10 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
     let caPem = "";
     const server = proc;
     await waitUntilReady(server, async () => {
-      // The cert is written before the server starts listening.
-      if (!caPem && existsSync(caPath)) caPem = readFileSync(caPath, "utf8");
-      if (!caPem) return false;
+      // Written before the server listens; re-read until ready in case the
+      // first read caught it half-written.
+      if (!existsSync(caPath)) return false;
+      caPem = readFileSync(caPath, "utf8");
       // /readyz covers the post-start hooks (bootstrap RBAC roles among
       // them); the default namespace is created by a controller right after.
       return (await httpsStatus(url, "/readyz", caPem, adminToken)) === 200 &&

@@ -20,12 +20,13 @@ import type {
   UserAccessReview,
 } from "../ports.ts";
 import { start } from "../started.ts";
+import { passed, trace } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations } from "../../headers/mutations.ts";
 import { kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, isWebSocketUpgrade, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
-import { denialFor } from "../errors.ts";
+import { beforeDeadline, denialFor } from "../errors.ts";
 import { unusableInstallation } from "../installation.ts";
 import { replaceWebsocketBearer } from "../../tokens/credentials.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
@@ -53,15 +54,17 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
   return {
     name: "kube-api-proxy",
     bodyShape: "kube-status",
-    async decide(request) {
+    async decide(request, deadline) {
       const target = parseGatewayPath(request.path);
+      trace("gateway-path", target.kind);
       if (target.kind === "malformed") return deny("bad-request", target.detail);
       const identity = await identify(request.headers, ACCEPTED, deps.tokens);
+      trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
       return claims.type === "user"
         ? userRequest(request, target.clusterId, target.rest, claims, deps)
-        : auditedPluginRequest(request, target.clusterId, target.rest, claims, deps);
+        : auditedPluginRequest(request, target.clusterId, target.rest, claims, deps, deadline);
     },
   };
 }
@@ -79,12 +82,14 @@ async function userRequest(
   const canView = start(() => deps.canView.canView(claims.sub, clusterId));
   const token = start(async () => (known ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name) : undefined));
 
-  if (!(await canView.result())) return deny("can-view-denied", "you cannot view this cluster");
-  if (!known) return deny("unknown-cluster", "no such cluster");
+  if (!passed("can_view", await canView.result())) return deny("can-view-denied", "you cannot view this cluster");
+  if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
   const path = kubePathOf(rest);
+  trace("kube-path", path.kind);
   if (path.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (path.kind === "malformed") return deny("bad-request", path.detail);
   const saToken = await token.result();
+  trace("user-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("user-unavailable", "you have no identity on this cluster yet");
   return allow(credentialSwap(request, saToken));
 }
@@ -95,11 +100,12 @@ async function auditedPluginRequest(
   rest: string,
   claims: PluginClaims,
   deps: KubeApiProxyDeps,
+  deadline: AbortSignal,
 ): Promise<Decision> {
   const trail: AuditTrail = { info: undefined, pinnedDefinitionHash: "" };
   let decision: Decision;
   try {
-    decision = await pluginRequest(request, clusterId, rest, claims, deps, trail);
+    decision = await beforeDeadline(pluginRequest(request, clusterId, rest, claims, deps, trail), deadline);
   } catch (err) {
     // Decided here rather than by the caller so the audit line names the denial actually given.
     decision = denialFor(err);
@@ -128,11 +134,11 @@ async function pluginRequest(
 ): Promise<Decision> {
   // Gate 1, aud=fundament-plugin: identify() accepted the token as a PluginToken.
   // Impersonation would let the plugin step outside the user's SubjectAccessReview.
-  if (Object.keys(request.headers).some((h) => h.startsWith("impersonate-"))) {
+  if (!passed("no-impersonation", !Object.keys(request.headers).some((h) => h.startsWith("impersonate-")))) {
     return deny("impersonation-forbidden", "impersonation is not allowed for plugin requests");
   }
   // Gate 2: cluster_id in the URL equals claims.cluster_id.
-  if (clusterId !== claims.clusterId) return deny("cluster-mismatch", "the token is bound to another cluster");
+  if (!passed("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
 
   const known = deps.clusters.has(clusterId);
   const path = known ? kubePathOf(rest) : undefined;
@@ -155,19 +161,22 @@ async function pluginRequest(
   });
 
   // Gate 3: OpenFGA can_view on (user, cluster).
-  if (!(await canView.result())) return deny("can-view-denied", "the user cannot view this cluster");
-  if (!known) return deny("unknown-cluster", "no such cluster");
+  if (!passed("can_view", await canView.result())) return deny("can-view-denied", "the user cannot view this cluster");
+  if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
   // Gate 4: parse the Kubernetes request into (apiGroup, resource, verb, namespace, name?, subresource?).
+  trace("kube-path", info?.isResourceRequest && info.parseError !== undefined ? "malformed" : path!.kind);
   if (path!.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (path!.kind === "malformed") return deny("bad-request", path!.detail);
   // kube-apiserver answers these itself, before any authorization (e.g. `/api/v1/watch` with nothing after it).
   if (info?.isResourceRequest && info.parseError !== undefined) return deny("bad-request", info.parseError);
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
-  if (!(await userMay.result())) return deny("user-sar-denied", "the user may not do this");
+  if (!passed("user-sar", await userMay.result())) return deny("user-sar-denied", "the user may not do this");
   // Gate 6: resolve (cluster, installation_id) → plugin ServiceAccount from the PluginInstallation index.
   const unusable = unusableInstallation(await installation.result(), claims, deps.allowUnpinned);
+  trace("installation", unusable === undefined ? "usable" : unusable.message);
   if (unusable !== undefined) return unusable;
   const saToken = await pluginToken.result();
+  trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");
   return allow(credentialSwap(request, saToken));
 }

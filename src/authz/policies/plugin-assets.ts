@@ -3,7 +3,9 @@
  * public and unauthenticated. Only reads are allowed; the CSP and caching headers are Envoy's.
  */
 import { allow, deny } from "../decision.ts";
+import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
+import { passed } from "../trace.ts";
 import { mutations } from "../../headers/mutations.ts";
 
 const ASSET_PATH = /^\/plugins\/(?:sdk\/[A-Za-z0-9][A-Za-z0-9.+_-]{0,127}|[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\/[A-Za-z0-9][A-Za-z0-9.+_-]{0,127}\/console)\/[^]*$/;
@@ -14,10 +16,10 @@ export function pluginAssets(): Policy {
     name: "plugin-assets",
     bodyShape: "json",
     async decide(request) {
-      if (!ASSET_PATH.test(request.path) || request.path.split("/").some((s) => s === "." || s === "..")) {
+      if (!passed("asset-path", ASSET_PATH.test(request.path) && !hasDotSegment(request.path))) {
         return deny("not-found", "no such asset");
       }
-      if (!READ_METHODS.has(request.method)) return deny("method-not-allowed", "assets are read-only", { allow: "GET, HEAD" });
+      if (!passed("read-only", READ_METHODS.has(request.method))) return deny("method-not-allowed", "assets are read-only", { allow: "GET, HEAD" });
       // Assets need no credential, so none is passed on.
       return allow(mutations(request.headers, {}, ["authorization", "cookie"]));
     },

@@ -9,7 +9,9 @@
  */
 import { allow, type Decision, deny } from "../decision.ts";
 import { identify, type AcceptedCredentials } from "../fundament-identity.ts";
+import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
+import { passed, trace } from "../trace.ts";
 import type { ClusterViewCheck, KnownClusters } from "../ports.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations } from "../../headers/mutations.ts";
@@ -45,6 +47,7 @@ export type PluginRoute =
 export function pluginRoute(path: string): PluginRoute {
   const match = /^\/installations\/([^/]*)\/(runtime|controller)(?:\/.*)?$/.exec(path);
   if (match === null) return { kind: "not-found" };
+  if (hasDotSegment(path)) return { kind: "malformed", detail: "dot segment in path" };
   // Any case is read as a UUID here; comparing with the claim (always lower case) decides.
   if (!/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/.test(match[1]!)) {
     return { kind: "malformed", detail: "installation id is not a UUID" };
@@ -58,22 +61,24 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
     bodyShape: "json",
     async decide(request: HttpRequest): Promise<Decision> {
       const route = pluginRoute(request.path);
+      trace("plugin-route", route.kind === "ok" ? route.upstream : route.kind);
       if (route.kind === "not-found") return deny("not-found", "no such route");
       if (route.kind === "malformed") return deny("bad-request", route.detail);
       // aud=fundament-plugin.
       const identity = await identify(request.headers, ACCEPTED, deps.tokens);
+      trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       if (identity.kind === "deny") return identity;
       const claims = identity.claims;
       if (claims.type !== "plugin") return deny("wrong-audience", "the token is not accepted here");
       // The URL's installation_id matches the claim.
-      if (route.installationId !== claims.installationId) {
+      if (!passed("installation-binding", route.installationId === claims.installationId)) {
         return deny("installation-mismatch", "the token is bound to another installation");
       }
       // OpenFGA can_view: the token's user still has access to claims.cluster_id.
-      if (!(await deps.canView.canView(claims.sub, claims.clusterId))) {
+      if (!passed("can_view", await deps.canView.canView(claims.sub, claims.clusterId))) {
         return deny("can-view-denied", "the user cannot view this cluster");
       }
-      if (!deps.clusters.has(claims.clusterId)) return deny("unknown-cluster", "no such cluster");
+      if (!passed("cluster-known", deps.clusters.has(claims.clusterId))) return deny("unknown-cluster", "no such cluster");
 
       const upstream =
         route.upstream === "runtime"

@@ -1,0 +1,26 @@
+# syntax=docker/dockerfile:1
+# portcullis: Node runs the TypeScript sources directly (type stripping), so there is no build
+# step, only production dependencies.
+
+FROM node:24-slim AS dependencies
+WORKDIR /app
+COPY package.json package-lock.json ./
+# Production dependencies only, at the lockfile's versions; no install scripts (none is needed at
+# run time). `npm install` rather than `npm ci`: the lockfile lacks an optional dependency of a dev
+# dependency (vite), which `npm ci` refuses even when dev dependencies are omitted.
+RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+
+FROM node:24-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=dependencies /app/node_modules ./node_modules
+COPY package.json ./
+COPY protos ./protos
+COPY src ./src
+# The image's unprivileged `node` user, by number so Kubernetes can verify runAsNonRoot; the
+# application files stay root-owned and read-only to it.
+USER 1000:1000
+# ext_authz gRPC, internal gRPC (authn-api), admin HTTP.
+EXPOSE 9001 9002 9090
+ENTRYPOINT ["node", "src/cli/main.ts"]
+CMD ["--config", "/etc/portcullis/config.yaml"]

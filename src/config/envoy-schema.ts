@@ -1,0 +1,146 @@
+/**
+ * The `envoy` section of the configuration: what only Envoy needs (public origins, upstream
+ * addresses, listener and TLS files). `portcullis envoy-config` turns the whole configuration into
+ * Envoy's, so routes, CORS and CSP origins and policies come from one file and cannot drift apart.
+ */
+import { z } from "zod";
+
+const port = z.number().int().min(1).max(65535);
+const host = z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([-.A-Za-z0-9]*[A-Za-z0-9])?)$/, "expected a host name or IP address");
+const filePath = z.string().regex(/^\//, "expected an absolute file path (as Envoy sees it)");
+const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "expected a lower-case UUID");
+
+/** A browser origin: scheme, host and optional port, nothing else (no path, no trailing slash). */
+const origin = z
+  .string()
+  .regex(/^https?:\/\/[A-Za-z0-9]([-.A-Za-z0-9]*[A-Za-z0-9])?(:\d{1,5})?$/, "expected an origin like https://plugin-proxy.fundament.io (no path)");
+
+/** Where Envoy sends a route's traffic: `http://host:port` or `https://host:port` (TLS verified against caFile). */
+const upstream = z
+  .object({
+    url: z
+      .string()
+      .regex(/^https?:\/\/[^/:\s]+(:\d{1,5})?$/, "expected http(s)://host[:port] (no path)")
+      .describe("scheme, host and port of the upstream"),
+    caFile: filePath.optional().describe("CA bundle that signs the upstream's certificate (https only)"),
+  })
+  .strict()
+  .refine((u) => u.caFile === undefined || u.url.startsWith("https:"), { message: "caFile is only used with an https url", path: ["caFile"] })
+  .refine((u) => u.caFile !== undefined || !u.url.startsWith("https:"), { message: "an https upstream needs caFile", path: ["caFile"] });
+
+export const envoySchema = z
+  .object({
+    listener: z
+      .object({
+        address: host.default("0.0.0.0"),
+        port: port.default(8443),
+        tls: z
+          .object({
+            certificateChainFile: filePath.describe("PEM certificate chain covering every public host"),
+            privateKeyFile: filePath,
+          })
+          .strict()
+          .optional()
+          .describe("terminate TLS on the listener; plaintext when absent (TLS ends in front of Envoy)"),
+      })
+      .strict()
+      .default({ address: "0.0.0.0", port: 8443 }),
+    admin: z
+      .object({ address: host.default("127.0.0.1"), port: port.default(9901) })
+      .strict()
+      .default({ address: "127.0.0.1", port: 9901 })
+      .describe("Envoy's own admin interface; keep it on loopback"),
+    portcullis: z
+      .object({
+        host: host
+          .default("portcullis-grpc.fundament-system.svc.cluster.local")
+          .describe("DNS name Envoy resolves to reach every portcullis replica (a headless Service); the port is listen.grpc's"),
+      })
+      .strict()
+      .default({ host: "portcullis-grpc.fundament-system.svc.cluster.local" }),
+    extAuthzTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe("Envoy's ext_authz deadline; must exceed check.timeoutMs (default check.timeoutMs + 200)"),
+    origins: z
+      .object({
+        console: origin.describe("the Console; the only origin allowed to frame plugin UIs (CSP frame-ancestors)"),
+        kubeApiProxy: origin.describe("kube-api-proxy's public origin"),
+        pluginProxy: origin.describe("plugin-proxy's public origin; plugin iframes run here, so it is the CORS allowed origin"),
+        konfidence: origin.optional().describe("the Konfidence API's public origin"),
+      })
+      .strict(),
+    clusters: z
+      .array(
+        z
+          .object({
+            id: uuid.describe("a clusters[].id"),
+            apiServer: z
+              .string()
+              .regex(/^https:\/\/[^/\s]+$/, "expected https://host[:port] of the cluster's API server")
+              .describe("the Kubernetes API server kube-api-proxy forwards to"),
+            caFile: filePath.describe("CA bundle of that API server"),
+            serviceDomain: z
+              .string()
+              .regex(/^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/, "expected a DNS suffix like svc.cluster.local")
+              .default("svc.cluster.local")
+              .describe("DNS suffix under which Envoy resolves that cluster's Services: {service}.{namespace}.{serviceDomain}"),
+          })
+          .strict(),
+      )
+      .describe("one entry per clusters[] entry"),
+    upstreams: z
+      .object({
+        assets: upstream.describe("serves /plugins/… (plugin UI bundles and the SDK)"),
+        konfidence: upstream.optional().describe("the Konfidence API server"),
+      })
+      .strict(),
+    plugins: z
+      .object({
+        runtimePort: port.default(8080).describe("port of every plugin runtime Service"),
+        controllerPort: port.default(8080).describe("port of the plugin-controller Service"),
+      })
+      .strict()
+      .default({ runtimePort: 8080, controllerPort: 8080 }),
+  })
+  .strict();
+
+export type EnvoyConfig = z.infer<typeof envoySchema>;
+
+/** Default ext_authz deadline: portcullis always answers first, with room for the network. */
+export const EXT_AUTHZ_MARGIN_MS = 200;
+
+/**
+ * Cross-field rules between `envoy` and the rest of the file: every cluster portcullis serves has
+ * exactly one Envoy route, the two Konfidence settings come together, and Envoy waits longer than
+ * portcullis decides.
+ */
+export function checkEnvoySection(
+  config: { envoy?: EnvoyConfig | undefined; clusters: ReadonlyArray<{ id: string }>; check: { timeoutMs: number } },
+  ctx: z.RefinementCtx,
+): void {
+  const envoy = config.envoy;
+  if (envoy === undefined) return;
+  const served = new Set(config.clusters.map((c) => c.id));
+  const routed = new Set<string>();
+  envoy.clusters.forEach((c, i) => {
+    if (!served.has(c.id)) ctx.addIssue({ code: "custom", path: ["envoy", "clusters", i, "id"], message: `${c.id} is not in clusters[]` });
+    if (routed.has(c.id)) ctx.addIssue({ code: "custom", path: ["envoy", "clusters", i, "id"], message: `${c.id} is listed twice` });
+    routed.add(c.id);
+  });
+  for (const id of served) {
+    if (!routed.has(id)) ctx.addIssue({ code: "custom", path: ["envoy", "clusters"], message: `cluster ${id} has no entry` });
+  }
+  if ((envoy.origins.konfidence === undefined) !== (envoy.upstreams.konfidence === undefined)) {
+    ctx.addIssue({ code: "custom", path: ["envoy", "origins", "konfidence"], message: "set both envoy.origins.konfidence and envoy.upstreams.konfidence, or neither" });
+  }
+  if (envoy.extAuthzTimeoutMs !== undefined && envoy.extAuthzTimeoutMs <= config.check.timeoutMs) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["envoy", "extAuthzTimeoutMs"],
+      message: `must be greater than check.timeoutMs (${config.check.timeoutMs}), or Envoy gives up before portcullis answers`,
+    });
+  }
+}

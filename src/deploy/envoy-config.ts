@@ -1,0 +1,472 @@
+/**
+ * portcullis's configuration → Envoy's bootstrap. Pure: the same Config always gives the same
+ * object. Routes, the policy each route names, CORS and CSP origins and the ext_authz deadline all
+ * come from the one file portcullis itself runs with, so they cannot drift apart.
+ *
+ * One listener, one virtual host per public origin (kube-api-proxy, plugin-proxy, Konfidence).
+ * HTTP filters, in order:
+ *   cors            answers preflights before anyone asks for a token (FUN-17 §7)
+ *   ext_authz       portcullis decides every request; `clear_route_cache` so its headers can route
+ *   header_mutation builds the plugin Service's host name from the headers portcullis set
+ *   dynamic_forward_proxy  resolves that host name (plugin-proxy routes only)
+ *   router
+ *
+ * Paths: `normalize_path` and `merge_slashes` so the path portcullis authorizes is the path the
+ * upstream serves. Escaped slashes (`%2F`, `%5C`) are rejected with 400 rather than unescaped and
+ * redirected: no Kubernetes name, API path or plugin route contains one, so a request carrying one
+ * is probing for a split between what Envoy routes on and what the upstream decodes; and a redirect
+ * would be re-sent by browsers and clients with their Authorization header to a path nobody
+ * authorized yet, where a plain 400 ends the request.
+ *
+ * plugin-proxy routing: the upstream is not in the URL. On allow, portcullis sets
+ * x-fundament-cluster-id, x-fundament-upstream-namespace and x-fundament-upstream-service
+ * (UPSTREAM_HEADERS), and ext_authz's `clear_route_cache` makes Envoy match routes again with them.
+ * Each cluster has its own routes, matched on x-fundament-cluster-id; they build
+ * `{service}.{namespace}.{serviceDomain}:{port}` from the other two headers (header_mutation) and
+ * hand it to a dynamic forward proxy, which resolves it by DNS. One route per cluster keeps each
+ * cluster's DNS suffix in configuration and never lets a header choose a DNS domain; a dynamic
+ * forward proxy spares Envoy a static cluster per plugin installation. Before ext_authz runs, the
+ * client's own x-fundament-* headers may match one of these routes: every one of them names policy
+ * plugin-proxy, so the check is the same, and portcullis overwrites or removes those headers on allow.
+ */
+import { isIP } from "node:net";
+import { Document } from "yaml";
+import type { PolicyName } from "../authz/policy.ts";
+import { UPSTREAM_HEADERS } from "../authz/policies/plugin-proxy.ts";
+import type { Config } from "../config/schema.ts";
+import { EXT_AUTHZ_MARGIN_MS, type EnvoyConfig } from "../config/envoy-schema.ts";
+
+const T = "type.googleapis.com/";
+const FILTER = {
+  cors: "envoy.filters.http.cors",
+  extAuthz: "envoy.filters.http.ext_authz",
+  headerMutation: "envoy.filters.http.header_mutation",
+  dynamicForwardProxy: "envoy.filters.http.dynamic_forward_proxy",
+  router: "envoy.filters.http.router",
+} as const;
+
+/** Envoy cluster names. */
+export const ENVOY_CLUSTERS = {
+  portcullis: "portcullis",
+  plugins: "plugin-services",
+  assets: "plugin-assets",
+  konfidence: "konfidence-api",
+  kubeApi: (clusterId: string) => `kube-api-${clusterId}`,
+} as const;
+
+/** Set by header_mutation on plugin-proxy routes for the dynamic forward proxy, removed before the upstream. */
+export const PLUGIN_HOST_HEADER = "x-fundament-upstream-host";
+
+/** Watches, log tails, exec and port-forward streams stay open; an idle one is closed after this. */
+const STREAM_IDLE_TIMEOUT = "3600s";
+
+/** The methods the Kubernetes and plugin data paths use from a browser (FUN-17 §7). */
+const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE";
+/**
+ * Authorization carries the PluginToken; kubectl-style clients also send content-type (JSON, merge,
+ * strategic-merge and apply patches are not CORS-safelisted), accept and x-request-id.
+ */
+const CORS_HEADERS = "authorization, content-type, accept, x-request-id";
+/** Denials are readable by plugin code: why, and when to retry. */
+const CORS_EXPOSE = "www-authenticate, retry-after, x-portcullis-reason";
+
+/** The exact Content-Security-Policy of FUN-17 §7, with this deployment's origins. */
+export function pluginCsp(origins: EnvoyConfig["origins"]): string {
+  const proxies = `${origins.kubeApiProxy} ${origins.pluginProxy}`;
+  return [
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    `connect-src ${proxies}`,
+    `form-action ${proxies}`,
+    `frame-ancestors ${origins.console}`,
+    "base-uri 'none'",
+    "object-src 'none';",
+  ].join("; ");
+}
+
+/** Envoy's ext_authz deadline in milliseconds: always longer than portcullis's own. */
+export function extAuthzTimeoutMs(config: Config): number {
+  return config.envoy?.extAuthzTimeoutMs ?? config.check.timeoutMs + EXT_AUTHZ_MARGIN_MS;
+}
+
+export class MissingEnvoySection extends Error {
+  readonly code = "missing-envoy-section";
+}
+
+export function envoyBootstrap(config: Config): Record<string, unknown> {
+  const envoy = config.envoy;
+  if (envoy === undefined) throw new MissingEnvoySection("the configuration has no envoy section");
+  const virtualHosts = [kubeApiProxyHost(envoy), pluginProxyHost(envoy)];
+  if (envoy.origins.konfidence !== undefined) virtualHosts.push(konfidenceHost(envoy.origins.konfidence));
+
+  const clusters = [
+    portcullisCluster(envoy, config),
+    ...envoy.clusters.map((c) => upstreamCluster(ENVOY_CLUSTERS.kubeApi(c.id), c.apiServer, c.caFile, { streams: true })),
+    pluginServicesCluster(),
+    upstreamCluster(ENVOY_CLUSTERS.assets, envoy.upstreams.assets.url, envoy.upstreams.assets.caFile, { streams: false }),
+  ];
+  if (envoy.upstreams.konfidence !== undefined) {
+    clusters.push(upstreamCluster(ENVOY_CLUSTERS.konfidence, envoy.upstreams.konfidence.url, envoy.upstreams.konfidence.caFile, { streams: false }));
+  }
+
+  return {
+    admin: { address: socketAddress(envoy.admin.address, envoy.admin.port) },
+    static_resources: {
+      listeners: [listener(envoy, config, virtualHosts)],
+      clusters,
+    },
+  };
+}
+
+/** The bootstrap as YAML, with a header saying where it came from. */
+export function renderEnvoyYaml(config: Config): string {
+  const doc = new Document(envoyBootstrap(config));
+  doc.commentBefore = [
+    " Generated by `portcullis envoy-config` from portcullis's own configuration; do not edit.",
+    " Design notes (filter order, escaped slashes, plugin-proxy routing): src/deploy/envoy-config.ts.",
+  ].join("\n");
+  return doc.toString({ lineWidth: 0 });
+}
+
+function listener(envoy: EnvoyConfig, config: Config, virtualHosts: unknown[]): Record<string, unknown> {
+  const hcm = {
+    "@type": `${T}envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager`,
+    stat_prefix: "public",
+    codec_type: "AUTO",
+    // Edge proxy: x-forwarded-for and x-request-id come from Envoy, not from the client.
+    use_remote_address: true,
+    normalize_path: true,
+    merge_slashes: true,
+    path_with_escaped_slashes_action: "REJECT_REQUEST",
+    strip_any_host_port: true,
+    common_http_protocol_options: { headers_with_underscores_action: "REJECT_REQUEST", idle_timeout: STREAM_IDLE_TIMEOUT },
+    // WebSockets over HTTP/2 (RFC 8441) for browsers.
+    http2_protocol_options: { allow_connect: true },
+    request_headers_timeout: "10s",
+    access_log: [accessLog()],
+    route_config: { name: "public", virtual_hosts: virtualHosts },
+    http_filters: [
+      { name: FILTER.cors, typed_config: { "@type": `${T}envoy.extensions.filters.http.cors.v3.Cors` } },
+      { name: FILTER.extAuthz, typed_config: extAuthzFilter(config) },
+      { name: FILTER.headerMutation, typed_config: { "@type": `${T}envoy.extensions.filters.http.header_mutation.v3.HeaderMutation` } },
+      {
+        name: FILTER.dynamicForwardProxy,
+        typed_config: { "@type": `${T}envoy.extensions.filters.http.dynamic_forward_proxy.v3.FilterConfig`, dns_cache_config: PLUGIN_DNS_CACHE },
+      },
+      { name: FILTER.router, typed_config: { "@type": `${T}envoy.extensions.filters.http.router.v3.Router` } },
+    ],
+  };
+  const chain: Record<string, unknown> = { filters: [{ name: "envoy.filters.network.http_connection_manager", typed_config: hcm }] };
+  const tls = envoy.listener.tls;
+  if (tls !== undefined) {
+    chain["transport_socket"] = {
+      name: "envoy.transport_sockets.tls",
+      typed_config: {
+        "@type": `${T}envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext`,
+        common_tls_context: {
+          tls_certificates: [{ certificate_chain: { filename: tls.certificateChainFile }, private_key: { filename: tls.privateKeyFile } }],
+          alpn_protocols: ["h2", "http/1.1"],
+        },
+      },
+    };
+  }
+  return {
+    name: "public",
+    address: socketAddress(envoy.listener.address, envoy.listener.port),
+    per_connection_buffer_limit_bytes: 32768,
+    filter_chains: [chain],
+  };
+}
+
+function extAuthzFilter(config: Config): Record<string, unknown> {
+  return {
+    "@type": `${T}envoy.extensions.filters.http.ext_authz.v3.ExtAuthz`,
+    transport_api_version: "V3",
+    grpc_service: { envoy_grpc: { cluster_name: ENVOY_CLUSTERS.portcullis }, timeout: seconds(extAuthzTimeoutMs(config)) },
+    // Deny by default: portcullis down or slow is a 503, never an allow.
+    failure_mode_allow: false,
+    status_on_error: { code: "ServiceUnavailable" },
+    // plugin-proxy routes on the headers portcullis sets (see the file comment).
+    clear_route_cache: true,
+    validate_mutations: true,
+    include_peer_certificate: false,
+    stat_prefix: "portcullis",
+  };
+}
+
+function perRouteAuthz(policy: PolicyName): Record<string, unknown> {
+  return {
+    [FILTER.extAuthz]: {
+      "@type": `${T}envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute`,
+      check_settings: { context_extensions: { policy } },
+    },
+  };
+}
+
+function corsPolicy(envoy: EnvoyConfig): Record<string, unknown> {
+  return {
+    [FILTER.cors]: {
+      "@type": `${T}envoy.extensions.filters.http.cors.v3.CorsPolicy`,
+      allow_origin_string_match: [{ exact: envoy.origins.pluginProxy }],
+      allow_methods: CORS_METHODS,
+      allow_headers: CORS_HEADERS,
+      expose_headers: CORS_EXPOSE,
+      max_age: "600",
+      // The token rides in Authorization; cookies never cross origins (FUN-17 §7).
+      allow_credentials: false,
+      // A preflight from any other origin is answered here, without CORS headers, and never reaches portcullis.
+      forward_not_matching_preflights: false,
+    },
+  };
+}
+
+/** `/clusters/{id}/…` → that cluster's API server, with the prefix stripped. */
+function kubeApiProxyHost(envoy: EnvoyConfig): Record<string, unknown> {
+  const routes: unknown[] = envoy.clusters.map((c) => ({
+    name: `kube-api-${c.id}`,
+    match: { prefix: `/clusters/${c.id}/` },
+    route: {
+      cluster: ENVOY_CLUSTERS.kubeApi(c.id),
+      prefix_rewrite: "/",
+      // Watches and log streams live as long as the client keeps them; only idleness ends them.
+      timeout: "0s",
+      idle_timeout: STREAM_IDLE_TIMEOUT,
+      // exec, attach, port-forward: WebSocket (kubectl ≥ 1.30), SPDY for older clients.
+      upgrade_configs: [{ upgrade_type: "websocket" }, { upgrade_type: "spdy/3.1" }],
+    },
+    typed_per_filter_config: perRouteAuthz("kube-api-proxy"),
+  }));
+  // Any other cluster id: portcullis still answers (401 before 404, FUN-12); Envoy has nowhere to send it.
+  routes.push(fallback("kube-api-unknown-cluster", "/clusters/", "kube-api-proxy"));
+  return {
+    name: "kube-api-proxy",
+    domains: [hostOf(envoy.origins.kubeApiProxy)],
+    typed_per_filter_config: corsPolicy(envoy),
+    routes,
+  };
+}
+
+function pluginProxyHost(envoy: EnvoyConfig): Record<string, unknown> {
+  const routes: unknown[] = [];
+  for (const c of envoy.clusters) {
+    routes.push(pluginRoute(c.id, "runtime", c.serviceDomain, envoy.plugins.runtimePort));
+    routes.push(pluginRoute(c.id, "controller", c.serviceDomain, envoy.plugins.controllerPort));
+  }
+  routes.push(fallback("plugin-proxy-unrouted", "/installations/", "plugin-proxy"));
+  routes.push({
+    name: "plugin-assets",
+    match: { prefix: "/plugins/" },
+    route: { cluster: ENVOY_CLUSTERS.assets },
+    // Set here, outside the plugin's HTML, so plugin authors cannot weaken it (FUN-17 §7).
+    response_headers_to_add: [
+      overwrite("content-security-policy", pluginCsp(envoy.origins)),
+      // A (name, version) resolves to one immutable definition forever (FUN-19), and so do its assets.
+      overwrite("cache-control", "public, max-age=31536000, immutable"),
+      overwrite("x-content-type-options", "nosniff"),
+    ],
+    typed_per_filter_config: perRouteAuthz("plugin-assets"),
+  });
+  return {
+    name: "plugin-proxy",
+    domains: [hostOf(envoy.origins.pluginProxy)],
+    typed_per_filter_config: corsPolicy(envoy),
+    routes,
+  };
+}
+
+/** `/installations/{id}/{runtime|controller}/…` on one cluster, once portcullis has set the routing headers. */
+function pluginRoute(clusterId: string, upstream: "runtime" | "controller", serviceDomain: string, port: number): Record<string, unknown> {
+  const host = `%REQ(${UPSTREAM_HEADERS.service})%.%REQ(${UPSTREAM_HEADERS.namespace})%.${serviceDomain}:${port}`;
+  return {
+    name: `plugin-${upstream}-${clusterId}`,
+    match: {
+      safe_regex: { regex: `^/installations/[^/]+/${upstream}(/.*)?$` },
+      headers: [{ name: UPSTREAM_HEADERS.clusterId, string_match: { exact: clusterId } }],
+    },
+    route: {
+      cluster: ENVOY_CLUSTERS.plugins,
+      regex_rewrite: { pattern: { regex: `^/installations/[^/]+/${upstream}/?` }, substitution: "/" },
+      ...(upstream === "runtime"
+        ? { timeout: "0s", idle_timeout: STREAM_IDLE_TIMEOUT, upgrade_configs: [{ upgrade_type: "websocket" }] }
+        : { timeout: "30s" }),
+    },
+    request_headers_to_remove: [PLUGIN_HOST_HEADER],
+    typed_per_filter_config: {
+      ...perRouteAuthz("plugin-proxy"),
+      [FILTER.headerMutation]: {
+        "@type": `${T}envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute`,
+        mutations: { request_mutations: [{ append: overwrite(PLUGIN_HOST_HEADER, host) }] },
+      },
+      [FILTER.dynamicForwardProxy]: {
+        "@type": `${T}envoy.extensions.filters.http.dynamic_forward_proxy.v3.PerRouteConfig`,
+        host_rewrite_header: PLUGIN_HOST_HEADER,
+      },
+    },
+  };
+}
+
+function konfidenceHost(origin: string): Record<string, unknown> {
+  return {
+    name: "konfidence-api",
+    domains: [hostOf(origin)],
+    routes: [
+      {
+        name: "konfidence-api",
+        match: { prefix: "/api/v1/" },
+        route: { cluster: ENVOY_CLUSTERS.konfidence },
+        typed_per_filter_config: perRouteAuthz("konfidence-api"),
+      },
+    ],
+  };
+}
+
+/** Requests under `prefix` Envoy cannot route still get portcullis's answer first, then 404. */
+function fallback(name: string, prefix: string, policy: PolicyName): Record<string, unknown> {
+  return {
+    name,
+    match: { prefix },
+    direct_response: { status: 404, body: { inline_string: '{"error":{"code":"not-found","message":"no route"}}' } },
+    typed_per_filter_config: perRouteAuthz(policy),
+  };
+}
+
+function portcullisCluster(envoy: EnvoyConfig, config: Config): Record<string, unknown> {
+  return {
+    name: ENVOY_CLUSTERS.portcullis,
+    // A headless Service: Envoy resolves every replica and balances Checks across them.
+    type: "STRICT_DNS",
+    dns_lookup_family: "V4_PREFERRED",
+    dns_refresh_rate: "5s",
+    connect_timeout: "0.25s",
+    typed_extension_protocol_options: http2Options(),
+    load_assignment: endpoints(ENVOY_CLUSTERS.portcullis, envoy.portcullis.host, portOf(config.listen.grpc)),
+    // portcullis reports NOT_SERVING until its indexes sync and from the moment it begins to shut down.
+    health_checks: [
+      {
+        timeout: "0.5s",
+        interval: "2s",
+        unhealthy_threshold: 2,
+        healthy_threshold: 1,
+        grpc_health_check: { service_name: "envoy.service.auth.v3.Authorization" },
+      },
+    ],
+  };
+}
+
+function pluginServicesCluster(): Record<string, unknown> {
+  return {
+    name: ENVOY_CLUSTERS.plugins,
+    connect_timeout: "2s",
+    lb_policy: "CLUSTER_PROVIDED",
+    cluster_type: {
+      name: "envoy.clusters.dynamic_forward_proxy",
+      typed_config: { "@type": `${T}envoy.extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig`, dns_cache_config: PLUGIN_DNS_CACHE },
+    },
+  };
+}
+
+/** Shared by the dynamic forward proxy filter and its cluster, as Envoy requires. */
+const PLUGIN_DNS_CACHE = {
+  name: "plugin-services",
+  dns_lookup_family: "V4_PREFERRED",
+  host_ttl: "300s",
+  max_hosts: 4096,
+};
+
+/** A static upstream from an http(s) URL; https is verified against `caFile` and the URL's host name. */
+function upstreamCluster(name: string, url: string, caFile: string | undefined, options: { streams: boolean }): Record<string, unknown> {
+  const parsed = new URL(url);
+  const host = parsed.hostname.replace(/^\[|\]$/g, "");
+  const tls = parsed.protocol === "https:";
+  const port = parsed.port === "" ? (tls ? 443 : 80) : Number(parsed.port);
+  const cluster: Record<string, unknown> = {
+    name,
+    type: isIP(host) === 0 ? "LOGICAL_DNS" : "STATIC",
+    dns_lookup_family: "V4_PREFERRED",
+    connect_timeout: "2s",
+    load_assignment: endpoints(name, host, port),
+  };
+  if (options.streams) {
+    // Every open watch holds an upstream connection (HTTP/1.1): Envoy's default limit of 1024 is too low.
+    cluster["circuit_breakers"] = { thresholds: [{ max_connections: 16384, max_pending_requests: 4096, max_requests: 16384 }] };
+  }
+  if (tls) {
+    const ip = isIP(host) !== 0;
+    cluster["transport_socket"] = {
+      name: "envoy.transport_sockets.tls",
+      typed_config: {
+        "@type": `${T}envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext`,
+        ...(ip ? {} : { sni: host }),
+        common_tls_context: {
+          validation_context: {
+            trusted_ca: { filename: caFile },
+            // Envoy checks only the chain unless told which name the certificate must carry.
+            match_typed_subject_alt_names: [{ san_type: ip ? "IP_ADDRESS" : "DNS", matcher: { exact: host } }],
+          },
+        },
+      },
+    };
+  }
+  return cluster;
+}
+
+function accessLog(): Record<string, unknown> {
+  return {
+    name: "envoy.access_loggers.stdout",
+    typed_config: {
+      "@type": `${T}envoy.extensions.access_loggers.stream.v3.StdoutAccessLog`,
+      // Request line and outcome only: no header that could carry a credential.
+      log_format: {
+        json_format: {
+          time: "%START_TIME%",
+          request_id: "%REQ(X-REQUEST-ID)%",
+          authority: "%REQ(:AUTHORITY)%",
+          method: "%REQ(:METHOD)%",
+          path: "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
+          status: "%RESPONSE_CODE%",
+          flags: "%RESPONSE_FLAGS%",
+          portcullis_reason: "%RESP(X-PORTCULLIS-REASON)%",
+          duration_ms: "%DURATION%",
+          upstream_cluster: "%UPSTREAM_CLUSTER%",
+          upstream_host: "%UPSTREAM_HOST%",
+        },
+      },
+    },
+  };
+}
+
+function http2Options(): Record<string, unknown> {
+  return {
+    "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+      "@type": `${T}envoy.extensions.upstreams.http.v3.HttpProtocolOptions`,
+      explicit_http_config: { http2_protocol_options: {} },
+    },
+  };
+}
+
+function endpoints(name: string, host: string, port: number): Record<string, unknown> {
+  return { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: socketAddress(host, port) } }] }] };
+}
+
+function socketAddress(address: string, port: number): Record<string, unknown> {
+  return { socket_address: { address: address.replace(/^\[|\]$/g, ""), port_value: port } };
+}
+
+function overwrite(key: string, value: string): Record<string, unknown> {
+  return { header: { key, value }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" };
+}
+
+/** `https://host:port` → `host`: with strip_any_host_port, virtual hosts match the name alone. */
+function hostOf(origin: string): string {
+  return new URL(origin).hostname;
+}
+
+/** `host:port` (listen.*) → port. */
+function portOf(address: string): number {
+  return Number(address.slice(address.lastIndexOf(":") + 1));
+}
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(3).replace(/\.?0+$/, "")}s`;
+}

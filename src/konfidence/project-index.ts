@@ -1,0 +1,147 @@
+/**
+ * The Project index (konfidence.cloud/v1alpha1 `projects`, cluster-scoped) of the one cluster that
+ * holds Konfidence, fed by a watch with the PluginInstallation index's restart and readiness rules
+ * (src/kube/watched-index.ts): while unsynced, every lookup throws DependencyUnavailable.
+ *
+ * Projects are indexed by metadata.name, which is the `{projectId}` of the API's URLs: the name is
+ * what the Project controller derives the namespace from (kden-project-<name>) and what users type,
+ * and unlike metadata.uid it survives a delete-and-recreate from the same manifest.
+ *
+ * roleBindings are compiled when the object arrives (subjects validated, globs compiled), never per
+ * request. Subjects that never match are reported then: one log line each and a metric event.
+ */
+import type { KubernetesObject } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import type { CompiledProject, ProjectLookup } from "./ports.ts";
+import { type BindingProblem, compileRoleBindings } from "./role-bindings.ts";
+import type { ProviderTrust } from "./subjects.ts";
+import { DependencyUnavailable } from "../authz/errors.ts";
+import type { Cluster } from "../kube/clusters.ts";
+import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube/watched-index.ts";
+import { publishInvalidSubject } from "../metrics/events.ts";
+
+export const PROJECTS = { group: "konfidence.cloud", version: "v1alpha1", plural: "projects" } as const;
+
+export interface ProjectObject extends KubernetesObject {
+  spec?: { namespace?: string; roleBindings?: unknown };
+  status?: { namespace?: string };
+}
+
+export function compileProject(obj: ProjectObject, trusts: ProviderTrust): { project: CompiledProject; problems: BindingProblem[] } | undefined {
+  const name = obj.metadata?.name;
+  if (name === undefined) return undefined;
+  const { bindings, problems } = compileRoleBindings(obj.spec?.roleBindings, trusts);
+  return { project: { name, bindings }, problems };
+}
+
+/** Compiled Projects by name, and how many Projects name each provider. */
+export class ProjectStore implements IndexStore<ProjectObject> {
+  readonly #byName = new Map<string, CompiledProject>();
+  readonly #providerUses = new Map<string, number>();
+  readonly #trusts: ProviderTrust;
+  readonly #report: (project: string, problems: readonly BindingProblem[]) => void;
+
+  constructor(trusts: ProviderTrust, report: (project: string, problems: readonly BindingProblem[]) => void = () => {}) {
+    this.#trusts = trusts;
+    this.#report = report;
+  }
+
+  get size(): number {
+    return this.#byName.size;
+  }
+
+  byName(name: string): CompiledProject | undefined {
+    return this.#byName.get(name);
+  }
+
+  namesProvider(endpoint: string): boolean {
+    return this.#providerUses.has(endpoint);
+  }
+
+  put(obj: ProjectObject): void {
+    const compiled = compileProject(obj, this.#trusts);
+    if (compiled === undefined) return;
+    const { project, problems } = compiled;
+    this.#forget(project.name);
+    this.#byName.set(project.name, project);
+    for (const endpoint of project.bindings.jwks.keys()) this.#providerUses.set(endpoint, (this.#providerUses.get(endpoint) ?? 0) + 1);
+    if (problems.length > 0) this.#report(project.name, problems);
+  }
+
+  remove(obj: ProjectObject): void {
+    if (obj.metadata?.name !== undefined) this.#forget(obj.metadata.name);
+  }
+
+  clear(): void {
+    this.#byName.clear();
+    this.#providerUses.clear();
+  }
+
+  #forget(name: string): void {
+    const old = this.#byName.get(name);
+    if (old === undefined) return;
+    this.#byName.delete(name);
+    for (const endpoint of old.bindings.jwks.keys()) {
+      const uses = (this.#providerUses.get(endpoint) ?? 1) - 1;
+      if (uses === 0) this.#providerUses.delete(endpoint);
+      else this.#providerUses.set(endpoint, uses);
+    }
+  }
+}
+
+export interface ProjectIndexOptions extends WatchedIndexOptions {
+  readonly trusts: ProviderTrust;
+}
+
+export class ProjectIndex implements ProjectLookup {
+  readonly #store: ProjectStore;
+  readonly #watch: WatchedIndex<ProjectObject>;
+  readonly #clusterId: string;
+
+  constructor(cluster: Cluster, options: ProjectIndexOptions) {
+    const { logger } = options;
+    this.#clusterId = cluster.id;
+    this.#store = new ProjectStore(options.trusts, (project, problems) => reportProblems(logger, project, problems));
+    this.#watch = new WatchedIndex(cluster, PROJECTS, this.#store, { index: "konfidence project", objects: "projects" }, resolveWatchOptions(options));
+  }
+
+  /** Resolves once the first list has been attempted, synced or not. */
+  start(): Promise<void> {
+    return this.#watch.start();
+  }
+
+  stop(): Promise<void> {
+    return this.#watch.stop();
+  }
+
+  get synced(): boolean {
+    return this.#watch.synced;
+  }
+
+  /** Projects in the (one) cluster's index, for metrics; shaped like the installation index's. */
+  sizes(): Array<{ clusterId: string; size: number; synced: boolean }> {
+    return [{ clusterId: this.#clusterId, size: this.#store.size, synced: this.#watch.synced }];
+  }
+
+  byName(name: string): CompiledProject | undefined {
+    this.#requireSynced();
+    return this.#store.byName(name);
+  }
+
+  namesProvider(endpoint: string): boolean {
+    this.#requireSynced();
+    return this.#store.namesProvider(endpoint);
+  }
+
+  #requireSynced(): void {
+    if (!this.#watch.synced) throw new DependencyUnavailable("konfidence-project-index", "not synced");
+  }
+}
+
+/** One warning line and one metric event per roleBindings entry that never matches. */
+export function reportProblems(logger: Logger, project: string, problems: readonly BindingProblem[]): void {
+  for (const { role, index, problem } of problems) {
+    logger.warn({ project, role, subject_index: index, problem }, "konfidence roleBindings entry never matches");
+    publishInvalidSubject(problem);
+  }
+}

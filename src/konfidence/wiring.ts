@@ -1,0 +1,118 @@
+/**
+ * The konfidence-api wiring: the real ports (the Project watch, OIDC providers, the session
+ * provider) and the policy, from the `konfidence` configuration section.
+ */
+import { readFileSync } from "node:fs";
+import type { Logger } from "pino";
+import { discoveryEndpoint } from "./discovery-url.ts";
+import { OidcProviders } from "./oidc.ts";
+import { compilePermissions, compileRoutes, type PermissionMatrix, type RouteSpec } from "./permissions.ts";
+import type { KonfidencePorts } from "./ports.ts";
+import { ProjectIndex } from "./project-index.ts";
+import { ProviderHttp } from "./provider-http.ts";
+import { OidcSessions } from "./session.ts";
+import type { ProviderTrust } from "./subjects.ts";
+import { konfidenceApi } from "../authz/policies/konfidence-api.ts";
+import type { Policy } from "../authz/policy.ts";
+import { ConfigError } from "../config/load.ts";
+import type { KonfidenceConfig } from "../config/konfidence-schema.ts";
+import { type Cluster, Clusters } from "../kube/clusters.ts";
+
+export interface KonfidenceConnection {
+  readonly ports: KonfidencePorts;
+  readonly projects: ProjectIndex;
+  stop(): Promise<void>;
+}
+
+/** Starts the Project watch in the background; readiness waits for it through `projects.synced`. */
+export async function connectKonfidence(config: KonfidenceConfig, clusters: Clusters, logger: Logger): Promise<KonfidenceConnection> {
+  const cluster = await projectCluster(config, clusters);
+  const verifiers = connectVerifiers(config);
+  const projects = new ProjectIndex(cluster, { logger, trusts: providerTrust(config.providers) });
+  projects.start().catch((err: unknown) => logger.error({ err }, "konfidence project index failed to start"));
+  return {
+    ports: { projects, workloadTokens: verifiers.workloadTokens, ...(verifiers.sessions === undefined ? {} : { sessions: verifiers.sessions }) },
+    projects,
+    async stop() {
+      await projects.stop();
+      await verifiers.close();
+    },
+  };
+}
+
+export interface Verifiers {
+  readonly workloadTokens: OidcProviders;
+  readonly sessions: OidcSessions | undefined;
+  close(): Promise<void>;
+}
+
+/** Token verification over the configured providers: one connection pool, limits and CA for all of them. */
+export function connectVerifiers(config: KonfidenceConfig): Verifiers {
+  const { providers: p } = config;
+  const http = new ProviderHttp({
+    ...(p.caFile === undefined ? {} : { ca: readCa(p.caFile) }),
+    timeoutMs: p.timeoutMs,
+    maxResponseBytes: p.maxResponseBytes,
+  });
+  const oidc = new OidcProviders({
+    http,
+    discoveryTtlMs: p.discoveryTtlMs,
+    jwksCooldownMs: p.jwksCooldownMs,
+    jwksMaxAgeMs: p.jwksMaxAgeMs,
+    timeoutMs: p.timeoutMs,
+    clockToleranceSeconds: p.clockToleranceSeconds,
+    verifiedCacheMaxEntries: p.verifiedCacheMaxEntries,
+  });
+  const s = config.session;
+  const sessions =
+    s === undefined
+      ? undefined
+      : new OidcSessions(oidc, http, {
+          endpoint: discoveryEndpoint(s.discoveryUrl)!,
+          audience: s.audience,
+          groupsClaim: s.groupsClaim,
+          userInfo: s.userInfo,
+          userInfoTtlMs: s.userInfoTtlMs,
+          cacheMaxEntries: p.verifiedCacheMaxEntries,
+        });
+  return { workloadTokens: oidc, sessions, close: () => http.close() };
+}
+
+/** ADR-0028 open question 1: providers named on a Project are trusted only if the platform lists them, unless `any-https`. */
+export function providerTrust(providers: KonfidenceConfig["providers"]): ProviderTrust {
+  if (providers.trust === "any-https") return () => true;
+  const listed = new Set(providers.allowList.map((url) => discoveryEndpoint(url)!));
+  return (endpoint) => listed.has(endpoint);
+}
+
+export function konfidencePolicy(config: KonfidenceConfig, ports: KonfidencePorts | undefined): Policy {
+  if (ports === undefined) throw new TypeError("konfidence is configured but its ports are not connected");
+  const s = config.session;
+  return konfidenceApi({
+    routes: compileRoutes(config.routes as readonly RouteSpec[]),
+    permissions: compilePermissions(config.permissions as PermissionMatrix),
+    projects: ports.projects,
+    workloadTokens: ports.workloadTokens,
+    ...(s === undefined || ports.sessions === undefined
+      ? {}
+      : { session: { tokens: ports.sessions, credential: s.cookie !== undefined ? { cookie: s.cookie } : { header: s.header! } } }),
+  });
+}
+
+async function projectCluster(config: KonfidenceConfig, clusters: Clusters): Promise<Cluster> {
+  if ("clusterId" in config.cluster) {
+    const cluster = clusters.get(config.cluster.clusterId);
+    if (cluster === undefined) throw new ConfigError(`konfidence.cluster.clusterId: ${config.cluster.clusterId} is not in clusters[]`);
+    return cluster;
+  }
+  const own = await Clusters.load([{ id: "konfidence", ...config.cluster }]);
+  return own.get("konfidence")!;
+}
+
+function readCa(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ConfigError(`konfidence.providers.caFile: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * The configuration subcommands as an operator runs them: exit statuses, messages naming the
+ * field, and the generators printing exactly the committed files.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { stringify } from "yaml";
+import { cli, ROOT } from "./run.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "portcullis-cli-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function file(name: string, config: unknown): string {
+  const path = join(dir, name);
+  writeFileSync(path, typeof config === "string" ? config : stringify(config));
+  return path;
+}
+
+const valid = {
+  tokens: { secrets: [{ env: "PORTCULLIS_JWT_SECRET" }] },
+  openfga: { apiUrl: "http://openfga:8080", storeId: "s" },
+  clusters: [{ id: "0e6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b" }],
+};
+
+describe("portcullis validate-config", () => {
+  it("exits 0 and says ok for a valid file", async () => {
+    const path = file("ok.yaml", valid);
+    expect(await cli(["validate-config", path])).toEqual({ code: 0, stdout: `${path}: ok\n`, stderr: "" });
+  });
+
+  it("exits 2 and names every bad field", async () => {
+    const path = file("bad.yaml", { ...valid, listen: { grcp: "x" }, check: { timeoutMs: -1 } });
+    const res = await cli(["validate-config", path]);
+    expect(res.code).toBe(2);
+    expect(res.stdout).toBe("");
+    expect(res.stderr).toBe(
+      `invalid configuration: ${path}:\n  listen: Unrecognized key: "grcp"\n  check.timeoutMs: Too small: expected number to be >0\n`,
+    );
+  });
+
+  it.each([
+    { name: "a missing file", args: () => ["validate-config", join(dir, "nope.yaml")], stderr: /^invalid configuration: cannot read .*nope\.yaml: ENOENT\n$/ },
+    { name: "invalid YAML", args: () => ["validate-config", file("broken.yaml", "listen: [")], stderr: /^invalid configuration: .*broken\.yaml: not valid YAML: / },
+    { name: "no file argument", args: () => ["validate-config"], stderr: /^usage:/ },
+  ])("exits 2 for $name", async ({ args, stderr }) => {
+    const res = await cli(args());
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(stderr);
+  });
+});
+
+describe("portcullis envoy-config", () => {
+  it("prints exactly deploy/envoy/envoy.yaml for deploy/examples/portcullis.yaml", async () => {
+    const res = await cli(["envoy-config", "--config", "deploy/examples/portcullis.yaml"]);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toBe(readFileSync(resolve(ROOT, "deploy/envoy/envoy.yaml"), "utf8"));
+  });
+
+  it("exits 2 for a configuration without an envoy section", async () => {
+    const res = await cli(["envoy-config", "--config", file("no-envoy.yaml", valid)]);
+    expect(res).toMatchObject({ code: 2, stdout: "" });
+    expect(res.stderr).toBe("portcullis: the configuration has no envoy section; add one (docs/configuration.md)\n");
+  });
+
+  it("exits 2 for an invalid configuration, naming the field", async () => {
+    const res = await cli(["envoy-config", "--config", file("bad-envoy.yaml", { ...valid, envoy: { origins: {} } })]);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain("  envoy.origins.console: Invalid input: expected string, received undefined\n");
+  });
+});
+
+describe("portcullis config-schema", () => {
+  it("prints exactly deploy/portcullis.schema.json", async () => {
+    const res = await cli(["config-schema"]);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toBe(readFileSync(resolve(ROOT, "deploy/portcullis.schema.json"), "utf8"));
+  });
+});
+
+describe("portcullis (no or unknown command)", () => {
+  it.each([[[]], [["frobnicate"]], [["--config"]]])("%j prints usage and exits 2", async (args) => {
+    const res = await cli(args);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(/^usage:\n  portcullis --config FILE/);
+  });
+});

@@ -1,0 +1,84 @@
+/**
+ * The configuration file: bad files are refused with one line per problem naming the field, the
+ * committed JSON Schema is the one the zod schema generates, and the committed configurations are valid.
+ */
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { stringify } from "yaml";
+import { ConfigError, loadConfig, parseConfig } from "../../src/config/load.ts";
+import { renderConfigJsonSchema } from "../../src/config/json-schema.ts";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const C1 = "0e6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
+const C2 = "1f7a2b3c-4d5e-4f6a-9b0c-1d2e3f4a5b6c";
+
+const base = () => ({
+  tokens: { secrets: [{ env: "S" }] },
+  openfga: { apiUrl: "http://openfga:8080", storeId: "s" },
+  clusters: [{ id: C1 }],
+});
+const envoy = () => ({
+  origins: { console: "https://console.example", kubeApiProxy: "https://kube.example", pluginProxy: "https://plugins.example" },
+  clusters: [{ id: C1, apiServer: "https://10.0.0.1:6443", caFile: "/ca.crt" }],
+  upstreams: { assets: { url: "http://assets:8080" } },
+});
+
+function problems(config: unknown): string[] {
+  try {
+    parseConfig(typeof config === "string" ? config : stringify(config), "test.yaml");
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    return err.message.split("\n").slice(1).map((l) => l.trim());
+  }
+  return [];
+}
+
+describe("bad configurations name the field and what it expects", () => {
+  const rows: Array<{ name: string; config: unknown; expected: string[] }> = [
+    { name: "empty file", config: "", expected: ['tokens: Invalid input: expected object, received undefined', 'openfga: Invalid input: expected object, received undefined'] },
+    { name: "typo in a key", config: { ...base(), listen: { grcp: "0.0.0.0:9001" } }, expected: ['listen: Unrecognized key: "grcp"'] },
+    { name: "unknown top-level key", config: { ...base(), checks: {} }, expected: ['(root): Unrecognized key: "checks"'] },
+    { name: "address without port", config: { ...base(), listen: { grpc: "0.0.0.0" } }, expected: ["listen.grpc: expected host:port, e.g. 0.0.0.0:9001"] },
+    { name: "secret with both sources", config: { ...base(), tokens: { secrets: [{ env: "A", file: "/b" }] } }, expected: ["tokens.secrets[0]: expected exactly one of env or file"] },
+    { name: "no secrets", config: { ...base(), tokens: { secrets: [] } }, expected: ["tokens.secrets: Too small: expected array to have >=1 items"] },
+    { name: "upper-case cluster id", config: { ...base(), clusters: [{ id: C1.toUpperCase() }] }, expected: ["clusters[0].id: expected a lower-case UUID"] },
+    { name: "duplicate cluster", config: { ...base(), clusters: [{ id: C1 }, { id: C1 }] }, expected: ["clusters: cluster ids must be unique"] },
+    { name: "OpenFGA URL", config: { ...base(), openfga: { apiUrl: "not a url", storeId: "s" } }, expected: ["openfga.apiUrl: Invalid URL"] },
+    { name: "TokenRequest too short", config: { ...base(), kube: { tokenRequest: { expirationSeconds: 60 } } }, expected: ["kube.tokenRequest.expirationSeconds: Too small: expected number to be >=600"] },
+    { name: "log level", config: { ...base(), logLevel: "verbose" }, expected: ['logLevel: Invalid option: expected one of "fatal"|"error"|"warn"|"info"|"debug"|"trace"'] },
+    { name: "envoy: origin with a path", config: { ...base(), envoy: { ...envoy(), origins: { ...envoy().origins, pluginProxy: "https://plugins.example/" } } }, expected: ["envoy.origins.pluginProxy: expected an origin like https://plugin-proxy.fundament.io (no path)"] },
+    { name: "envoy: cluster portcullis does not serve", config: { ...base(), envoy: { ...envoy(), clusters: [...envoy().clusters, { id: C2, apiServer: "https://a:6443", caFile: "/ca" }] } }, expected: [`envoy.clusters[1].id: ${C2} is not in clusters[]`] },
+    { name: "envoy: served cluster without a route", config: { ...base(), clusters: [{ id: C1 }, { id: C2 }], envoy: envoy() }, expected: [`envoy.clusters: cluster ${C2} has no entry`] },
+    { name: "envoy: plain-http API server", config: { ...base(), envoy: { ...envoy(), clusters: [{ id: C1, apiServer: "http://10.0.0.1:6443", caFile: "/ca.crt" }] } }, expected: ["envoy.clusters[0].apiServer: expected https://host[:port] of the cluster's API server"] },
+    { name: "envoy: relative CA file", config: { ...base(), envoy: { ...envoy(), clusters: [{ id: C1, apiServer: "https://10.0.0.1:6443", caFile: "ca.crt" }] } }, expected: ["envoy.clusters[0].caFile: expected an absolute file path (as Envoy sees it)"] },
+    { name: "envoy: https upstream without CA", config: { ...base(), envoy: { ...envoy(), upstreams: { assets: { url: "https://assets:8443" } } } }, expected: ["envoy.upstreams.assets.caFile: an https upstream needs caFile"] },
+    { name: "envoy: Konfidence origin without upstream", config: { ...base(), envoy: { ...envoy(), origins: { ...envoy().origins, konfidence: "https://k.example" } } }, expected: ["envoy.origins.konfidence: set both envoy.origins.konfidence and envoy.upstreams.konfidence, or neither"] },
+    { name: "envoy: ext_authz deadline not above portcullis's", config: { ...base(), check: { timeoutMs: 800 }, envoy: { ...envoy(), extAuthzTimeoutMs: 800 } }, expected: ["envoy.extAuthzTimeoutMs: must be greater than check.timeoutMs (800), or Envoy gives up before portcullis answers"] },
+    { name: "envoy: typo", config: { ...base(), envoy: { ...envoy(), listner: {} } }, expected: ['envoy: Unrecognized key: "listner"'] },
+  ];
+
+  it.each(rows)("$name", ({ config, expected }) => {
+    expect(problems(config)).toEqual(expected);
+  });
+
+  it("prefixes the message with the file and reports YAML errors", () => {
+    expect(() => parseConfig("a: [", "x.yaml")).toThrow(/^x\.yaml: not valid YAML: /);
+    expect(() => parseConfig("a: 1\na: 2", "x.yaml")).toThrow(/^x\.yaml: not valid YAML: /);
+  });
+
+  it("accepts a minimal configuration with an envoy section", () => {
+    expect(problems({ ...base(), envoy: envoy() })).toEqual([]);
+  });
+});
+
+describe("committed files", () => {
+  it("deploy/portcullis.schema.json is what `portcullis config-schema` prints", () => {
+    // Regenerate: npx node src/cli/main.ts config-schema > deploy/portcullis.schema.json
+    expect(readFileSync(resolve(ROOT, "deploy/portcullis.schema.json"), "utf8")).toBe(renderConfigJsonSchema());
+  });
+
+  it.each(["deploy/examples/portcullis.yaml", "deploy/k8s/portcullis.yaml"])("%s is a valid configuration", (file) => {
+    expect(() => loadConfig(resolve(ROOT, file))).not.toThrow();
+  });
+});

@@ -1,0 +1,322 @@
+/**
+ * The generated Envoy configuration: the committed file is exactly the generator's output for the
+ * committed example, it decodes strictly against Envoy's own protos, and every route, origin and
+ * deadline comes from portcullis's configuration.
+ */
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
+import { loadConfig, parseConfig } from "../../src/config/load.ts";
+import { envoyBootstrap, MissingEnvoySection, pluginCsp, renderEnvoyYaml } from "../../src/deploy/envoy-config.ts";
+import { decodeBootstrap } from "../../src/envoy/bootstrap.ts";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const EXAMPLE = resolve(ROOT, "deploy/examples/portcullis.yaml");
+const COMMITTED = resolve(ROOT, "deploy/envoy/envoy.yaml");
+const C1 = "0e6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
+const C2 = "1f7a2b3c-4d5e-4f6a-9b0c-1d2e3f4a5b6c";
+
+type Json = Record<string, any>;
+
+const example = () => loadConfig(EXAMPLE);
+const hcmOf = (b: Json): Json => b["static_resources"].listeners[0].filter_chains[0].filters[0].typed_config;
+const filter = (b: Json, name: string): Json => hcmOf(b).http_filters.find((f: Json) => f.name === name).typed_config;
+const vhost = (b: Json, name: string): Json => hcmOf(b).route_config.virtual_hosts.find((v: Json) => v.name === name);
+const route = (b: Json, name: string): Json => {
+  for (const v of hcmOf(b).route_config.virtual_hosts) {
+    const r = v.routes.find((x: Json) => x.name === name);
+    if (r !== undefined) return r;
+  }
+  throw new Error(`no route ${name}`);
+};
+const cluster = (b: Json, name: string): Json => b["static_resources"].clusters.find((c: Json) => c.name === name);
+const policyOf = (r: Json) => r.typed_per_filter_config["envoy.filters.http.ext_authz"].check_settings.context_extensions.policy;
+
+/** A minimal valid configuration with an envoy section, for rows that vary one thing. */
+function config(envoy: Json = {}, rest: Json = {}) {
+  return parseConfig(
+    stringify({
+      tokens: { secrets: [{ env: "S" }] },
+      openfga: { apiUrl: "http://openfga:8080", storeId: "s" },
+      clusters: [{ id: C1 }],
+      ...rest,
+      envoy: {
+        origins: { console: "https://console.example", kubeApiProxy: "https://kube.example", pluginProxy: "https://plugins.example:8443" },
+        clusters: [{ id: C1, apiServer: "https://10.0.0.1:6443", caFile: "/ca.crt" }],
+        upstreams: { assets: { url: "http://assets:8080" } },
+        ...envoy,
+      },
+    }),
+  );
+}
+
+describe("the committed Envoy configuration", () => {
+  it("is exactly what `portcullis envoy-config` generates from deploy/examples/portcullis.yaml", () => {
+    // Regenerate: npx node src/cli/main.ts envoy-config --config deploy/examples/portcullis.yaml > deploy/envoy/envoy.yaml
+    expect(readFileSync(COMMITTED, "utf8")).toBe(renderEnvoyYaml(example()));
+  });
+
+  it("decodes strictly into Envoy's Bootstrap", () => {
+    const result = decodeBootstrap(readFileSync(COMMITTED, "utf8"));
+    if (!result.ok) expect.fail(result.errors.join("\n"));
+  });
+
+  it("decodes for a minimal configuration too (no TLS, no Konfidence, an IP API server)", () => {
+    const result = decodeBootstrap(renderEnvoyYaml(config()));
+    if (!result.ok) expect.fail(result.errors.join("\n"));
+  });
+});
+
+describe("the decoder catches typos in the generated configuration", () => {
+  const mutations: Array<{ name: string; mutate: (b: Json) => void; expected: RegExp }> = [
+    { name: "misspelt ext_authz field", mutate: (b) => (filter(b, "envoy.filters.http.ext_authz")["clear_route_cach"] = true), expected: /unknown field "clear_route_cach"/ },
+    { name: "string for a bool", mutate: (b) => (filter(b, "envoy.filters.http.ext_authz")["failure_mode_allow"] = "false"), expected: /failure_mode_allow: expected bool/ },
+    { name: "misspelt enum", mutate: (b) => (hcmOf(b)["path_with_escaped_slashes_action"] = "REJECT"), expected: /invalid value string "REJECT"/ },
+    { name: "misspelt @type", mutate: (b) => (filter(b, "envoy.filters.http.cors")["@type"] = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Corrs"), expected: /unknown type/ },
+    { name: "misspelt route field", mutate: (b) => (route(b, `kube-api-${C1}`).route["prefix_rewirte"] = "/"), expected: /unknown field "prefix_rewirte"/ },
+    { name: "bad duration", mutate: (b) => (route(b, `kube-api-${C1}`).route.timeout = "0"), expected: /expected duration string/ },
+    { name: "misspelt per-route CORS field", mutate: (b) => (vhost(b, "plugin-proxy").typed_per_filter_config["envoy.filters.http.cors"]["allow_origin"] = []), expected: /unknown field "allow_origin"/ },
+  ];
+  it.each(mutations)("$name", ({ mutate, expected }) => {
+    const b = envoyBootstrap(example()) as Json;
+    mutate(b);
+    const result = decodeBootstrap(stringify(b));
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.errors.join("\n")).toMatch(expected);
+  });
+});
+
+describe("ext_authz", () => {
+  it("fails closed, with a deadline longer than portcullis's own", () => {
+    const c = example();
+    const authz = filter(envoyBootstrap(c) as Json, "envoy.filters.http.ext_authz");
+    expect(authz).toMatchObject({
+      transport_api_version: "V3",
+      grpc_service: { envoy_grpc: { cluster_name: "portcullis" } },
+      failure_mode_allow: false,
+      status_on_error: { code: "ServiceUnavailable" },
+      clear_route_cache: true,
+      include_peer_certificate: false,
+    });
+    expect(authz).not.toHaveProperty("with_request_body");
+    expect(Number.parseFloat(authz.grpc_service.timeout) * 1000).toBeGreaterThan(c.check.timeoutMs);
+  });
+
+  it.each([
+    { name: "default: check.timeoutMs + 200", envoy: {}, check: { timeoutMs: 800 }, timeout: "1s" },
+    { name: "default follows check.timeoutMs", envoy: {}, check: { timeoutMs: 1500 }, timeout: "1.7s" },
+    { name: "explicit", envoy: { extAuthzTimeoutMs: 2500 }, check: { timeoutMs: 800 }, timeout: "2.5s" },
+  ])("timeout: $name", ({ envoy, check, timeout }) => {
+    expect(filter(envoyBootstrap(config(envoy, { check })) as Json, "envoy.filters.http.ext_authz").grpc_service.timeout).toBe(timeout);
+  });
+
+  it("reaches portcullis over HTTP/2 on listen.grpc's port, health-checked", () => {
+    const c = cluster(envoyBootstrap(config({}, { listen: { grpc: "0.0.0.0:7001" } })) as Json, "portcullis");
+    expect(c.typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].explicit_http_config).toEqual({ http2_protocol_options: {} });
+    expect(c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: "portcullis-grpc.fundament-system.svc.cluster.local", port_value: 7001 });
+    expect(c.health_checks[0].grpc_health_check).toEqual({ service_name: "envoy.service.auth.v3.Authorization" });
+  });
+
+  it("runs after CORS and before the routing filters", () => {
+    expect(hcmOf(envoyBootstrap(example()) as Json).http_filters.map((f: Json) => f.name)).toEqual([
+      "envoy.filters.http.cors",
+      "envoy.filters.http.ext_authz",
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.dynamic_forward_proxy",
+      "envoy.filters.http.router",
+    ]);
+  });
+});
+
+describe("the connection manager: the path portcullis sees is the path the upstream serves", () => {
+  it("normalises, merges slashes, rejects escaped slashes and underscored headers", () => {
+    expect(hcmOf(envoyBootstrap(example()) as Json)).toMatchObject({
+      normalize_path: true,
+      merge_slashes: true,
+      path_with_escaped_slashes_action: "REJECT_REQUEST",
+      use_remote_address: true,
+      common_http_protocol_options: { headers_with_underscores_action: "REJECT_REQUEST" },
+    });
+  });
+
+  it("keeps the admin interface on loopback", () => {
+    expect((envoyBootstrap(example()) as Json)["admin"].address.socket_address.address).toBe("127.0.0.1");
+  });
+
+  it("terminates TLS only when configured", () => {
+    const withTls = (envoyBootstrap(example()) as Json)["static_resources"].listeners[0].filter_chains[0];
+    expect(withTls.transport_socket.typed_config.common_tls_context.tls_certificates).toEqual([
+      { certificate_chain: { filename: "/etc/envoy/tls/tls.crt" }, private_key: { filename: "/etc/envoy/tls/tls.key" } },
+    ]);
+    expect((envoyBootstrap(config()) as Json)["static_resources"].listeners[0].filter_chains[0]).not.toHaveProperty("transport_socket");
+  });
+});
+
+describe("routes and their policies", () => {
+  it("names a policy on every route, and the policy matching the route", () => {
+    const b = envoyBootstrap(example()) as Json;
+    const policies = Object.fromEntries(
+      hcmOf(b).route_config.virtual_hosts.flatMap((v: Json) => v.routes.map((r: Json) => [r.name, policyOf(r)])),
+    );
+    expect(policies).toEqual({
+      [`kube-api-${C1}`]: "kube-api-proxy",
+      [`kube-api-${C2}`]: "kube-api-proxy",
+      "kube-api-unknown-cluster": "kube-api-proxy",
+      [`plugin-runtime-${C1}`]: "plugin-proxy",
+      [`plugin-controller-${C1}`]: "plugin-proxy",
+      [`plugin-runtime-${C2}`]: "plugin-proxy",
+      [`plugin-controller-${C2}`]: "plugin-proxy",
+      "plugin-proxy-unrouted": "plugin-proxy",
+      "plugin-assets": "plugin-assets",
+      "konfidence-api": "konfidence-api",
+    });
+  });
+
+  it("gives each public origin its virtual host", () => {
+    const hosts = hcmOf(envoyBootstrap(example()) as Json).route_config.virtual_hosts.map((v: Json) => [v.name, v.domains]);
+    expect(hosts).toEqual([
+      ["kube-api-proxy", ["kube-api-proxy.fundament.io"]],
+      ["plugin-proxy", ["plugin-proxy.fundament.io"]],
+      ["konfidence-api", ["konfidence.fundament.io"]],
+    ]);
+  });
+
+  it("sends /clusters/{id}/ to that cluster's API server with the prefix stripped, streams unbounded", () => {
+    const b = envoyBootstrap(example()) as Json;
+    for (const id of [C1, C2]) {
+      expect(route(b, `kube-api-${id}`)).toMatchObject({
+        match: { prefix: `/clusters/${id}/` },
+        route: {
+          cluster: `kube-api-${id}`,
+          prefix_rewrite: "/",
+          timeout: "0s",
+          idle_timeout: "3600s",
+          upgrade_configs: [{ upgrade_type: "websocket" }, { upgrade_type: "spdy/3.1" }],
+        },
+      });
+    }
+  });
+
+  it("verifies each API server against its CA and name", () => {
+    const b = envoyBootstrap(example()) as Json;
+    const remote = cluster(b, `kube-api-${C2}`);
+    expect(remote.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: "api.workload-1.fundament.io", port_value: 6443 });
+    expect(remote.transport_socket.typed_config).toMatchObject({
+      sni: "api.workload-1.fundament.io",
+      common_tls_context: {
+        validation_context: {
+          trusted_ca: { filename: `/etc/envoy/clusters/${C2}/ca.crt` },
+          match_typed_subject_alt_names: [{ san_type: "DNS", matcher: { exact: "api.workload-1.fundament.io" } }],
+        },
+      },
+    });
+    const ip = cluster(envoyBootstrap(config()) as Json, `kube-api-${C1}`);
+    expect(ip.type).toBe("STATIC");
+    expect(ip.transport_socket.typed_config).not.toHaveProperty("sni");
+    expect(ip.transport_socket.typed_config.common_tls_context.validation_context.match_typed_subject_alt_names).toEqual([
+      { san_type: "IP_ADDRESS", matcher: { exact: "10.0.0.1" } },
+    ]);
+  });
+
+  it("routes plugin-proxy on the cluster header portcullis sets, to {service}.{namespace}.{serviceDomain}", () => {
+    const b = envoyBootstrap(example()) as Json;
+    const runtime = route(b, `plugin-runtime-${C2}`);
+    expect(runtime.match).toEqual({
+      safe_regex: { regex: "^/installations/[^/]+/runtime(/.*)?$" },
+      headers: [{ name: "x-fundament-cluster-id", string_match: { exact: C2 } }],
+    });
+    expect(runtime.route).toMatchObject({
+      cluster: "plugin-services",
+      regex_rewrite: { pattern: { regex: "^/installations/[^/]+/runtime/?" }, substitution: "/" },
+    });
+    expect(runtime.typed_per_filter_config["envoy.filters.http.header_mutation"].mutations.request_mutations).toEqual([
+      {
+        append: {
+          header: {
+            key: "x-fundament-upstream-host",
+            value: "%REQ(x-fundament-upstream-service)%.%REQ(x-fundament-upstream-namespace)%.svc.workload-1.fundament.internal:8080",
+          },
+          append_action: "OVERWRITE_IF_EXISTS_OR_ADD",
+        },
+      },
+    ]);
+    expect(runtime.typed_per_filter_config["envoy.filters.http.dynamic_forward_proxy"].host_rewrite_header).toBe("x-fundament-upstream-host");
+    expect(runtime.request_headers_to_remove).toEqual(["x-fundament-upstream-host"]);
+    expect(route(b, `plugin-controller-${C1}`).route.regex_rewrite.pattern.regex).toBe("^/installations/[^/]+/controller/?");
+  });
+
+  it("answers 404 for what Envoy cannot route, after portcullis's check", () => {
+    const b = envoyBootstrap(example()) as Json;
+    expect(route(b, "kube-api-unknown-cluster")).toMatchObject({ match: { prefix: "/clusters/" }, direct_response: { status: 404 } });
+    expect(route(b, "plugin-proxy-unrouted")).toMatchObject({ match: { prefix: "/installations/" }, direct_response: { status: 404 } });
+    // The catch-alls come after the routes they back up.
+    const kubeRoutes = vhost(b, "kube-api-proxy").routes.map((r: Json) => r.name);
+    expect(kubeRoutes.at(-1)).toBe("kube-api-unknown-cluster");
+  });
+
+  it("sends /api/v1/ to Konfidence only when it is configured", () => {
+    expect(route(envoyBootstrap(example()) as Json, "konfidence-api")).toMatchObject({ match: { prefix: "/api/v1/" }, route: { cluster: "konfidence-api" } });
+    const b = envoyBootstrap(config()) as Json;
+    expect(vhost(b, "konfidence-api")).toBeUndefined();
+    expect(cluster(b, "konfidence-api")).toBeUndefined();
+  });
+
+  it("needs an envoy section", () => {
+    const { envoy: _, ...rest } = config();
+    expect(() => envoyBootstrap(rest)).toThrow(MissingEnvoySection);
+  });
+});
+
+describe("plugin assets (FUN-17 §7)", () => {
+  const CSP =
+    "default-src 'self'; script-src 'self'; style-src 'self'; " +
+    "connect-src https://kube-api-proxy.fundament.io https://plugin-proxy.fundament.io; " +
+    "form-action https://kube-api-proxy.fundament.io https://plugin-proxy.fundament.io; " +
+    "frame-ancestors https://console.fundament.io; base-uri 'none'; object-src 'none';";
+
+  it("carry exactly the seed's Content-Security-Policy, and long-lived caching", () => {
+    const assets = route(envoyBootstrap(example()) as Json, "plugin-assets");
+    expect(assets.match).toEqual({ prefix: "/plugins/" });
+    expect(assets.route.cluster).toBe("plugin-assets");
+    expect(assets.response_headers_to_add).toEqual([
+      { header: { key: "content-security-policy", value: CSP }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" },
+      { header: { key: "cache-control", value: "public, max-age=31536000, immutable" }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" },
+      { header: { key: "x-content-type-options", value: "nosniff" }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" },
+    ]);
+  });
+
+  it("take their origins from the configuration", () => {
+    expect(pluginCsp({ console: "https://c.example", kubeApiProxy: "https://k.example", pluginProxy: "https://p.example:8443" })).toBe(
+      "default-src 'self'; script-src 'self'; style-src 'self'; connect-src https://k.example https://p.example:8443; " +
+        "form-action https://k.example https://p.example:8443; frame-ancestors https://c.example; base-uri 'none'; object-src 'none';",
+    );
+  });
+});
+
+describe("CORS (FUN-17 §7)", () => {
+  it.each(["kube-api-proxy", "plugin-proxy"])("%s answers preflights for the plugin-proxy origin only, without credentials", (name) => {
+    const cors = vhost(envoyBootstrap(config()) as Json, name).typed_per_filter_config["envoy.filters.http.cors"];
+    expect(cors).toEqual({
+      "@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy",
+      allow_origin_string_match: [{ exact: "https://plugins.example:8443" }],
+      allow_methods: "GET, POST, PUT, PATCH, DELETE",
+      allow_headers: "authorization, content-type, accept, x-request-id",
+      expose_headers: "www-authenticate, retry-after, x-portcullis-reason",
+      max_age: "600",
+      allow_credentials: false,
+      forward_not_matching_preflights: false,
+    });
+  });
+
+  it("is not offered by the Konfidence host", () => {
+    expect(vhost(envoyBootstrap(example()) as Json, "konfidence-api")).not.toHaveProperty("typed_per_filter_config");
+  });
+});
+
+describe("the generated YAML", () => {
+  it("parses back to the generator's object", () => {
+    const c = example();
+    expect(parse(renderEnvoyYaml(c))).toEqual(envoyBootstrap(c));
+  });
+});
