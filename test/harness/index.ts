@@ -6,6 +6,7 @@ export { startEtcd, type Etcd } from "./etcd.ts";
 export {
   applyManifests,
   kubeConfig,
+  rawRequest,
   startKubeApiserver,
   type KubeApiserver,
   type KubeApiserverOptions,

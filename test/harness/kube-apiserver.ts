@@ -155,8 +155,12 @@ export async function applyManifests(api: KubeApiserver, files: string[]): Promi
       if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors.map((e) => e.message).join("; ")}`);
       const obj = doc.toJS() as KubernetesObject | null;
       if (obj === null) continue; // empty document, e.g. a trailing `---`
-      applied.push(await applyObject(client, obj));
-      if (obj.kind === "CustomResourceDefinition") await waitForCrdEstablished(client, obj.metadata?.name ?? "");
+      if (obj.kind === "CustomResourceDefinition") {
+        applied.push(await applyCrd(api, obj));
+        await waitForCrdEstablished(client, obj.metadata?.name ?? "");
+      } else {
+        applied.push(await applyObject(client, obj));
+      }
     }
   }
   return applied;
@@ -183,6 +187,55 @@ async function applyObject(client: KubernetesObjectApi, obj: KubernetesObject): 
       await sleep(200);
     }
   }
+}
+
+/**
+ * CRDs go to the API server as raw JSON: client-node's typed serializer drops the `x-kubernetes-*`
+ * schema keys (the CEL `x-kubernetes-validations` among them), and those are what a CRD test is for.
+ */
+async function applyCrd(api: KubeApiserver, obj: KubernetesObject): Promise<KubernetesObject> {
+  const base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  const send = (method: string, path: string, body: unknown) =>
+    rawRequest(api, method, path, body).then(({ status, json }) => {
+      if (status >= 300) throw new Error(`${method} ${path}: ${status} ${JSON.stringify(json)}`);
+      return json as KubernetesObject;
+    });
+  const created = await rawRequest(api, "POST", base, obj);
+  if (created.status < 300) return created.json as KubernetesObject;
+  if (created.status !== 409) throw new Error(`POST ${base}: ${created.status} ${JSON.stringify(created.json)}`);
+  const existing = await send("GET", `${base}/${obj.metadata?.name}`, undefined);
+  return send("PUT", `${base}/${obj.metadata?.name}`, { ...obj, metadata: { ...obj.metadata, resourceVersion: existing.metadata?.resourceVersion } });
+}
+
+/** One JSON request as the admin; resolves with the status and the parsed body. */
+export function rawRequest(api: KubeApiserver, method: string, path: string, body: unknown): Promise<{ status: number; json: unknown }> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = request(
+      new URL(path, api.url),
+      {
+        method,
+        ca: api.caPem,
+        timeout: 10_000,
+        headers: {
+          authorization: `Bearer ${api.adminToken}`,
+          accept: "application/json",
+          ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          resolve({ status: res.statusCode ?? 0, json: text === "" ? undefined : JSON.parse(text) });
+        });
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`${method} ${path} timed out`)));
+    req.on("error", reject);
+    req.end(payload);
+  });
 }
 
 interface CrdStatus {

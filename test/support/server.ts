@@ -15,7 +15,7 @@ export function testConfig(overrides: Record<string, unknown> = {}): Config {
     listen: { grpc: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0" },
     logLevel: "debug",
     tokens: { secrets: [{ env: "PORTCULLIS_TEST_SECRET" }, { env: "PORTCULLIS_TEST_OLD_SECRET" }] },
-    openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01TESTSTORE" },
+    openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01J0000000000000000000TEST" },
     clusters: [{ id: ids.cluster, kubeconfig: "/nonexistent" }],
     ...overrides,
   });
