@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import { type Decision, deny } from "./decision.ts";
-import { beforeDeadline, denialFor } from "./errors.ts";
+import { beforeDeadline, denialFor, errorSummary } from "./errors.ts";
 import type { Policy } from "./policy.ts";
 import { type CheckRequestMessage, fromCheckRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
 import { type CheckResponseMessage, toCheckResponse } from "../envoy/check-response.ts";
@@ -44,9 +44,14 @@ export function createChecker(options: CheckerOptions): Checker {
         decision = await beforeDeadline(policy.decide(request, deadline), deadline);
       }
     } catch (err) {
-      decision = err instanceof MalformedCheckRequest ? deny("bad-request", "not an HTTP request") : denialFor(err);
-      if (decision.reason === "internal-error") logger.error({ err, request_id: requestId, policy: policyName }, "check failed");
-      else logger.warn({ reason: errorText(err), request_id: requestId, policy: policyName }, "dependency unavailable");
+      if (err instanceof MalformedCheckRequest) {
+        decision = deny("bad-request", "not an HTTP request");
+      } else {
+        decision = denialFor(err);
+        const context = { reason: decision.reason, error: errorSummary(err), request_id: requestId, policy: policyName };
+        if (decision.reason === "internal-error") logger.error({ ...context, err }, "check failed");
+        else logger.warn(context, "dependency unavailable");
+      }
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     publishDecision(policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
@@ -55,8 +60,4 @@ export function createChecker(options: CheckerOptions): Checker {
     }
     return toCheckResponse(decision, { bodyShape, retryAfterSeconds: options.retryAfterSeconds });
   };
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : "unknown error";
 }

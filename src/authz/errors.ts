@@ -44,8 +44,13 @@ export async function withDeadline<T>(dependency: string, ms: number, run: (sign
   }
 }
 
-/** A short description of a dependency error that is safe to log (no bodies, no headers). */
+/**
+ * A description of an error that is safe to log: our own DependencyUnavailable messages (written
+ * to name the dependency and the rule, never a credential), or a foreign error's name and code —
+ * never its message, headers or body, which may echo a request.
+ */
 export function errorSummary(err: unknown): string {
+  if (err instanceof DependencyUnavailable) return err.message;
   if (err instanceof Error) {
     const code = (err as { code?: unknown; statusCode?: unknown }).code ?? (err as { statusCode?: unknown }).statusCode;
     return code === undefined ? err.name : `${err.name} ${String(code)}`;

@@ -21,6 +21,8 @@ export async function serve(configPath: string): Promise<void> {
       () => process.exit(1),
     );
   };
+  // A rejection nobody handled is a bug; every decision is still fail-closed, so log it and serve on.
+  process.on("unhandledRejection", (reason) => logging.logger.error({ err: reason }, "unhandled rejection"));
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
 }

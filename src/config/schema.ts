@@ -47,6 +47,12 @@ export const configSchema = z
         issuer: z.string().min(1).default("fundament-authn-api"),
         clockToleranceSeconds: z.number().int().min(0).max(300).default(5),
         cacheMaxEntries: z.number().int().positive().default(20_000),
+        cookieOrigins: z
+          .array(z.url())
+          .default([])
+          .describe(
+            "browser origins (e.g. the Console) whose requests may authenticate with the fundament_auth cookie; a request with any other Origin is not authenticated by its cookie",
+          ),
       })
       .strict(),
     openfga: z

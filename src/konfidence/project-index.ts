@@ -118,6 +118,11 @@ export class ProjectIndex implements ProjectLookup {
     return this.#watch.synced;
   }
 
+  /** Synced at least once: the process's readiness. */
+  get hasSynced(): boolean {
+    return this.#watch.hasSynced;
+  }
+
   /** Projects in the (one) cluster's index, for metrics; shaped like the installation index's. */
   sizes(): Array<{ clusterId: string; size: number; synced: boolean }> {
     return [{ clusterId: this.#clusterId, size: this.#store.size, synced: this.#watch.synced }];

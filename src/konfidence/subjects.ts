@@ -42,6 +42,7 @@ export type SubjectProblem =
   | "jwks-endpoint-invalid"
   | "jwks-audience-missing"
   | "jwks-claims-missing"
+  | "jwks-claims-unconstrained"
   | "jwks-claim-invalid"
   | "untrusted-provider";
 
@@ -82,6 +83,8 @@ function compileJwks(raw: unknown, trusts: ProviderTrust): CompiledSubject {
     if (name === "" || typeof pattern !== "string") return invalid("jwks-claim-invalid");
     matchers.push({ name, glob: compileGlob(pattern) });
   }
+  // Claims exist so a subject cannot match every token a provider issues (ADR-0028); `*` alone would.
+  if (Object.values(claims).every((pattern) => /^\*+$/.test(pattern as string))) return invalid("jwks-claims-unconstrained");
   // Checked last, so a subject that is also malformed reports the malformation.
   if (!trusts(endpoint)) return invalid("untrusted-provider");
   return { ok: true, subject: { kind: "jwks", endpoint, audience, claims: matchers } };

@@ -96,9 +96,9 @@ export class InstallationIndex implements InstallationLookup {
     await Promise.all([...this.#clusters.values()].map((index) => index.watch.stop()));
   }
 
-  /** True when every cluster's index has synced: the readiness of the plugin data path. */
-  get synced(): boolean {
-    return [...this.#clusters.values()].every((index) => index.watch.synced);
+  /** True once every cluster's index has synced at least once: the process's readiness. */
+  get hasSynced(): boolean {
+    return [...this.#clusters.values()].every((index) => index.watch.hasSynced);
   }
 
   /** Installations per cluster, for metrics. */

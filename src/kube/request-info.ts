@@ -741,7 +741,7 @@ function isDns1123Subdomain(value: string): boolean {
 }
 
 // ---------------------------------------------------------------------------
-// Authorization verbs and WebSocket detection
+// Authorization verbs
 // ---------------------------------------------------------------------------
 
 /**
@@ -756,12 +756,10 @@ function isDns1123Subdomain(value: string): boolean {
  *
  * kube does not look at the upgrade headers for this: the extra check runs for
  * every GET that reaches the handler, and a GET that is not an upgrade is
- * refused right after it anyway. `isWebSocketUpgrade` is therefore accepted but
- * does not change the answer; the scope matches kube's (core group only; not
- * pods/proxy, services/proxy or nodes/proxy).
+ * refused right after it anyway, so neither does this. The scope matches kube's
+ * (core group only; not pods/proxy, services/proxy or nodes/proxy).
  */
-export function authorizationVerbsFor(info: RequestInfo, isWebSocketUpgrade: boolean): string[] {
-  void isWebSocketUpgrade;
+export function authorizationVerbsFor(info: RequestInfo): string[] {
   if (
     info.isResourceRequest &&
     info.parseError === undefined &&
@@ -773,46 +771,4 @@ export function authorizationVerbsFor(info: RequestInfo, isWebSocketUpgrade: boo
     return ["get", "create"];
   }
   return [info.verb];
-}
-
-/** The first header whose name matches `name` case-insensitively, as Go's Header.Get. */
-function headerValue(headers: Record<string, string>, name: string): string {
-  if (headers === null || typeof headers !== "object") return "";
-  for (const key of Object.keys(headers)) {
-    if (key.toLowerCase() === name) {
-      const value: unknown = headers[key];
-      return typeof value === "string" ? value : "";
-    }
-  }
-  return "";
-}
-
-/** Go's regexp \s: [\t\n\f\r ]. */
-function isGoSpace(c: number): boolean {
-  return c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d || c === 0x20;
-}
-
-/**
- * kube's wsstream.IsWebSocketRequest: `Upgrade` equals "websocket" (Go EqualFold)
- * and the lower-cased `Connection` matches `(^|.*,\s*)upgrade($|\s*,)`, i.e. holds
- * "upgrade" as one element of its comma-separated list (spaces allowed after a
- * comma and before the next one, none at the very end). Written out by hand so
- * a long header cannot make a regex backtrack.
- */
-export function isWebSocketUpgrade(headers: Record<string, string>): boolean {
-  if (!goEqualFold(headerValue(headers, "upgrade"), "websocket")) return false;
-  const connection = headerValue(headers, "connection").toLowerCase();
-  const token = "upgrade";
-  for (let i = connection.indexOf(token); i !== -1; i = connection.indexOf(token, i + 1)) {
-    let before = i - 1;
-    while (before >= 0 && isGoSpace(connection.charCodeAt(before))) before--;
-    const startsElement = i === 0 || (before >= 0 && connection.charCodeAt(before) === 0x2c);
-    if (!startsElement) continue;
-    const end = i + token.length;
-    if (end === connection.length) return true;
-    let after = end;
-    while (after < connection.length && isGoSpace(connection.charCodeAt(after))) after++;
-    if (after < connection.length && connection.charCodeAt(after) === 0x2c) return true;
-  }
-  return false;
 }

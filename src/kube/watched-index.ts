@@ -3,10 +3,13 @@
  * Any watch error marks the index unsynced and restarts it with exponential backoff; the restart
  * clears the store before a fresh list, so objects deleted while disconnected disappear. Readers
  * must refuse to answer while `synced` is false: a view that may be stale is never served.
+ * `hasSynced` (synced at least once) is what process readiness waits for: one cluster's later
+ * outage answers 503 for that cluster only, rather than taking every replica out of service.
  */
 import { CustomObjectsApi, type KubernetesObject, ListWatch, Watch } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
+import { errorSummary } from "../authz/errors.ts";
 
 /** The longest a list may take before it counts as failed and is retried with backoff. */
 const LIST_TIMEOUT_MS = 10_000;
@@ -53,6 +56,7 @@ export class WatchedIndex<T extends KubernetesObject> {
   readonly #options: Required<WatchedIndexOptions>;
   #listWatch: ListWatch<T> | undefined;
   #synced = false;
+  #hasSynced = false;
   #stopped = false;
   #backoffMs: number;
   #restartTimer: NodeJS.Timeout | undefined;
@@ -70,6 +74,10 @@ export class WatchedIndex<T extends KubernetesObject> {
     return this.#synced;
   }
 
+  get hasSynced(): boolean {
+    return this.#hasSynced;
+  }
+
   /** Resolves once the first list has been attempted, synced or not; failures restart in the background. */
   async start(): Promise<void> {
     if (this.#stopped) return;
@@ -77,7 +85,7 @@ export class WatchedIndex<T extends KubernetesObject> {
     const { group, version, plural } = this.#resource;
     const listWatch = new ListWatch<T>(
       `/apis/${group}/${version}/${plural}`,
-      new Watch(this.#cluster.kubeConfig),
+      this.#guardedWatch(),
       // client-node sets no deadline on the list: a list the API server never answers would keep the
       // index unsynced for undici's 300 s default, long after the server is healthy again.
       () => api.listClusterCustomObject({ group, version, plural }, this.#cluster.callOptions(AbortSignal.timeout(LIST_TIMEOUT_MS))),
@@ -93,12 +101,38 @@ export class WatchedIndex<T extends KubernetesObject> {
       this.#onError(err);
     });
     this.#listWatch = listWatch;
-    await listWatch.start();
+    try {
+      await listWatch.start();
+    } catch (err) {
+      // e.g. a kubeconfig credential plugin failing: ListWatch rejects instead of emitting "error".
+      failed = true;
+      this.#onError(err);
+    }
     if (!failed && !this.#stopped) {
       this.#synced = true;
+      this.#hasSynced = true;
       this.#backoffMs = this.#options.initialBackoffMs;
       this.#options.logger.info({ cluster_id: this.#cluster.id, [this.#names.objects]: this.#store.size }, `${this.#names.index} index synced`);
     }
+  }
+
+  /**
+   * A Watch whose failures to (re)connect go to #onError. ListWatch reconnects from a callback that
+   * nobody awaits, so a rejection there would be unhandled: the index would freeze while still
+   * calling itself synced, and Node would end the process.
+   */
+  #guardedWatch(): Watch {
+    const watch = new Watch(this.#cluster.kubeConfig);
+    const connect = watch.watch.bind(watch);
+    watch.watch = async (...args: Parameters<Watch["watch"]>) => {
+      try {
+        return await connect(...args);
+      } catch (err) {
+        this.#onError(err);
+        return new AbortController();
+      }
+    };
+    return watch;
   }
 
   #onError(err: unknown): void {
@@ -107,7 +141,7 @@ export class WatchedIndex<T extends KubernetesObject> {
     const delay = this.#backoffMs;
     this.#backoffMs = Math.min(this.#backoffMs * 2, this.#options.maxBackoffMs);
     this.#options.logger.warn(
-      { cluster_id: this.#cluster.id, err: describe(err), retry_in_ms: delay },
+      { cluster_id: this.#cluster.id, err: errorSummary(err), retry_in_ms: delay },
       `${this.#names.index} watch failed; restarting`,
     );
     clearTimeout(this.#restartTimer);
@@ -127,10 +161,3 @@ export class WatchedIndex<T extends KubernetesObject> {
   }
 }
 
-function describe(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown; statusCode?: unknown }).code ?? (err as { statusCode?: unknown }).statusCode;
-    return code === undefined ? err.message : `${err.name} ${String(code)}`;
-  }
-  return String(err);
-}

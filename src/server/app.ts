@@ -47,7 +47,7 @@ export interface Ports {
   readonly installations: InstallationLookup;
   /** Present when `konfidence` is configured. */
   readonly konfidence?: KonfidencePorts;
-  /** True when every index has synced. */
+  /** True once every index has synced (a later outage of one is a 503 for its cluster only). */
   ready(): boolean;
   indexSizes: IndexSizes;
   stop(): Promise<void>;
@@ -89,7 +89,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     serviceAccountTokens,
     installations,
     konfidence: konfidence?.ports,
-    ready: () => installations.synced && (konfidence?.projects.synced ?? true),
+    ready: () => installations.hasSynced && (konfidence?.projects.hasSynced ?? true),
     indexSizes: () => [
       ...installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),
       ...(konfidence?.projects.sizes() ?? []).map((s) => ({ index: "projects", ...s })),
@@ -136,9 +136,17 @@ export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Pol
       installations: ports.installations,
       serviceAccountTokens: ports.serviceAccountTokens,
       audit,
+      cookieOrigins: new Set(config.tokens.cookieOrigins.map((origin) => new URL(origin).origin)),
       allowUnpinned: config.plugins.allowUnpinned,
     }),
-    pluginProxy({ tokens, clusters: ports.clusters, canView: ports.canView, controller: config.plugins.controller }),
+    pluginProxy({
+      tokens,
+      clusters: ports.clusters,
+      canView: ports.canView,
+      installations: ports.installations,
+      allowUnpinned: config.plugins.allowUnpinned,
+      controller: config.plugins.controller,
+    }),
     pluginAssets(),
     ...(config.konfidence === undefined ? [] : [konfidencePolicy(config.konfidence, ports.konfidence)]),
   ];

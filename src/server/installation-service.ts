@@ -44,8 +44,11 @@ export function installationServiceHandlers(installations: InstallationLookup): 
       try {
         installation = installations.byUid(clusterId, installationId);
       } catch (err) {
-        const details = err instanceof DependencyUnavailable ? "installation index not synced" : "internal error";
-        callback({ code: grpc.status.UNAVAILABLE, details });
+        callback(
+          err instanceof DependencyUnavailable
+            ? { code: grpc.status.UNAVAILABLE, details: "installation index not synced" }
+            : { code: grpc.status.INTERNAL, details: "internal error" },
+        );
         return;
       }
       if (installation === undefined) {

@@ -8,6 +8,16 @@ import type { AuditSink } from "../audit/plugin-request.ts";
 /** Defence in depth: we never log credentials, and these paths are censored if anything tries. */
 const REDACT = ["authorization", "cookie", "token", "*.authorization", "*.cookie", "*.token", "headers.*"];
 
+/**
+ * Errors are logged by type, code and stack only: a client library's error may carry the request
+ * it failed on (headers, body) in its message or its cause.
+ */
+function safeError(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { type: typeof err };
+  const code = (err as { code?: unknown }).code;
+  return { type: err.name, ...(code === undefined ? {} : { code }), stack: err.stack?.split("\n").slice(1).join("\n") };
+}
+
 export interface Logging {
   readonly logger: Logger;
   readonly audit: AuditSink;
@@ -16,8 +26,9 @@ export interface Logging {
 }
 
 export function createLogging(level: string, destination?: DestinationStream): Logging {
-  const stream = destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 });
-  const logger = pino({ level, redact: { paths: REDACT, censor: "[redacted]" } }, stream);
+  // Asynchronous, but without a minimum batch: an audit line must not wait for 4 KB of company.
+  const stream = destination ?? pino.destination({ dest: 1, sync: false });
+  const logger = pino({ level, redact: { paths: REDACT, censor: "[redacted]" }, serializers: { err: safeError } }, stream);
   const auditLogger = pino({ level: "info", base: null }, stream);
   return {
     logger,

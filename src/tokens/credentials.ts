@@ -78,11 +78,14 @@ export function websocketBearerToken(headers: Readonly<Record<string, string>>):
   return asToken("websocket-protocol", Buffer.from(value, "base64url").toString("latin1"));
 }
 
-/** The subprotocol list with the caller's bearer entry replaced by `token`'s. */
-export function replaceWebsocketBearer(headerValue: string, token: string): string {
-  return headerValue
+/**
+ * The subprotocol list without any bearer entry (undefined when nothing else is left): the injected
+ * credential travels in Authorization only, never in a header that proxies and logs do not redact.
+ */
+export function withoutWebsocketBearer(headerValue: string): string | undefined {
+  const kept = headerValue
     .split(",")
     .map((p) => p.trim())
-    .map((p) => (p.startsWith(WEBSOCKET_BEARER_PREFIX) ? WEBSOCKET_BEARER_PREFIX + Buffer.from(token).toString("base64url") : p))
-    .join(", ");
+    .filter((p) => p !== "" && !p.startsWith(WEBSOCKET_BEARER_PREFIX));
+  return kept.length === 0 ? undefined : kept.join(", ");
 }

@@ -77,7 +77,7 @@ describe("portcullis check --server (the ext_authz gRPC port)", () => {
     expect(server.logs.filter((l) => l["audit"] === "plugin_request").at(-1)).toMatchObject({ request_id: "from-the-cli", decision: "allowed" });
   });
 
-  it("redacts the bearer WebSocket subprotocol too", async () => {
+  it("shows the bearer subprotocol dropped and the credential in Authorization, redacted", async () => {
     const token = await pluginToken();
     const res = await cli([
       "check", "--server", grpcAddress, "--policy", "kube-api-proxy",
@@ -89,7 +89,7 @@ describe("portcullis check --server (the ext_authz gRPC port)", () => {
     expect(res.code).toBe(0);
     expect(JSON.parse(res.stdout).mutations.set).toEqual({
       authorization: "Bearer <redacted>",
-      "sec-websocket-protocol": "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.<redacted>",
+      "sec-websocket-protocol": "v5.channel.k8s.io",
     });
     expect(res.stdout).not.toContain(Buffer.from(SA_PLUGIN).toString("base64url"));
   });
@@ -175,7 +175,7 @@ describe("POST /explain", () => {
         remove: ["authorization"],
       },
     });
-    expect(body.trace.map((s) => s.gate)).toEqual(["plugin-route", "token", "installation-binding", "can_view", "cluster-known"]);
+    expect(body.trace.map((s) => s.gate)).toEqual(["plugin-route", "token", "installation-binding", "can_view", "cluster-known", "installation"]);
   });
 
   it("records nothing for checks that are not being explained", async () => {

@@ -98,8 +98,9 @@ describe("Services and NetworkPolicy", () => {
   it("lets only Envoy reach the gRPC port and only authn-api the internal port", () => {
     const ingress = one("networkpolicy.yaml", "NetworkPolicy")["spec"].ingress as Json[];
     const who = (port: string) => ingress.filter((r) => r["ports"].some((p: Json) => p.port === port)).flatMap((r) => r["from"]);
-    expect(who("grpc")).toEqual([{ namespaceSelector: {}, podSelector: { matchLabels: { "app.kubernetes.io/name": "fundament-envoy" } } }]);
-    expect(who("internal")).toEqual([{ namespaceSelector: {}, podSelector: { matchLabels: { "app.kubernetes.io/name": "authn-api" } } }]);
+    const inFundamentSystem = { matchLabels: { "kubernetes.io/metadata.name": "fundament-system" } };
+    expect(who("grpc")).toEqual([{ namespaceSelector: inFundamentSystem, podSelector: { matchLabels: { "app.kubernetes.io/name": "fundament-envoy" } } }]);
+    expect(who("internal")).toEqual([{ namespaceSelector: inFundamentSystem, podSelector: { matchLabels: { "app.kubernetes.io/name": "authn-api" } } }]);
   });
 
   it("a PodDisruptionBudget and an autoscaler that keep at least one replica", () => {

@@ -124,7 +124,7 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     }
   });
 
-  it("authorizes a WebSocket exec for get and create, and rewrites the bearer subprotocol", async () => {
+  it("authorizes a WebSocket exec for get and create, and moves the credential out of the subprotocol list", async () => {
     const token = await pluginToken();
     const res = await check(`${base}/api/v1/namespaces/team-a/pods/web-0/exec?command=sh&stdin=true`, {
       connection: "Upgrade",
@@ -134,10 +134,8 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     expect(res).toMatchObject({ allowed: true });
     if (!res.allowed) return;
     expect(world.sarRequests.map((a) => a.verb).sort()).toEqual(["create", "get"]);
-    expect(res.set).toEqual({
-      authorization: `Bearer ${SA_PLUGIN}`,
-      "sec-websocket-protocol": `v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.${Buffer.from(SA_PLUGIN).toString("base64url")}`,
-    });
+    // The injected token travels in Authorization only; the caller's bearer subprotocol is dropped.
+    expect(res.set).toEqual({ authorization: `Bearer ${SA_PLUGIN}`, "sec-websocket-protocol": "v5.channel.k8s.io" });
   });
 
   it("audits a request that ran past the check deadline with the 503 Envoy was given, never a late allow", async () => {
@@ -192,6 +190,23 @@ describe("kube-api-proxy: UserToken path (aud=fundament-user)", () => {
   it("accepts the fundament_auth cookie and removes it upstream", async () => {
     const res = await check(`${base}/version`, { cookie: `theme=dark; fundament_auth=${await userToken()}` });
     expect(res).toMatchObject({ allowed: true, set: { authorization: `Bearer ${SA_USER}` }, removed: ["cookie"] });
+  });
+
+  it("does not let a browser page from another origin authenticate with the cookie (WebSocket upgrades skip CORS)", async () => {
+    const cookie = `fundament_auth=${await userToken()}`;
+    expect(await check(`${base}/api/v1/namespaces/a/pods/p/exec`, { cookie, origin: "https://plugin-proxy.fundament.io", connection: "Upgrade", upgrade: "websocket" })).toMatchObject({
+      allowed: false,
+      http: 401,
+      reason: "missing-token",
+    });
+    const consoleServer = await startTestServer(world, testConfig({ tokens: { secrets: [{ env: "PORTCULLIS_TEST_SECRET" }], cookieOrigins: ["https://console.fundament.io"] } }));
+    try {
+      const ask = (origin: string) => consoleServer.check({ path: `${base}/api/v1/pods`, headers: { cookie, origin }, policy: "kube-api-proxy" });
+      expect(await ask("https://console.fundament.io")).toMatchObject({ allowed: true });
+      expect(await ask("https://plugin-proxy.fundament.io")).toMatchObject({ allowed: false, reason: "missing-token" });
+    } finally {
+      await consoleServer.stop();
+    }
   });
 
   it("passes impersonation through to the cluster, which authorizes it against the user's own ServiceAccount", async () => {

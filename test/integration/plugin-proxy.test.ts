@@ -3,7 +3,7 @@
  * every gate, the upstream headers Envoy routes on, and the caller's credential removed.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { FakeWorld } from "../support/fakes.ts";
+import { FakeWorld, installation } from "../support/fakes.ts";
 import { startTestServer, type TestServer } from "../support/server.ts";
 import { ids, pluginToken, userToken } from "../support/tokens.ts";
 
@@ -45,7 +45,7 @@ describe("plugin-proxy", () => {
       appendActions: ["OVERWRITE_IF_EXISTS_OR_ADD"],
       removed: ["authorization", "cookie", "x-konfidence-roles"],
     });
-    expect(world.calls).toEqual([`canView ${ids.user} ${ids.cluster}`]);
+    expect(world.calls).toEqual([`canView ${ids.user} ${ids.cluster}`, `installation ${ids.cluster} ${ids.installation}`]);
   });
 
   it("routes the controller route to the configured plugin-controller", async () => {
@@ -69,6 +69,10 @@ describe("plugin-proxy", () => {
     { name: "can_view revoked", setup: (w: FakeWorld) => (w.canViewAnswer = false), http: 403, reason: "can-view-denied" },
     { name: "OpenFGA down", setup: (w: FakeWorld) => (w.canViewAnswer = "unavailable"), http: 503, reason: "dependency-unavailable" },
     { name: "token's cluster not configured", setup: (w: FakeWorld) => w.clusterIds.clear(), http: 404, reason: "unknown-cluster" },
+    { name: "installation gone (uninstalled, or reinstalled under a new uid)", setup: (w: FakeWorld) => w.installationsByUid.clear(), http: 403, reason: "installation-unavailable" },
+    { name: "installation being deleted", setup: (w: FakeWorld) => w.installationsByUid.set(ids.installation, installation({ terminating: true })), http: 403, reason: "installation-unavailable" },
+    { name: "uid now names another installation", setup: (w: FakeWorld) => w.installationsByUid.set(ids.installation, installation({ name: "other" })), http: 403, reason: "installation-mismatch" },
+    { name: "index not synced", setup: (w: FakeWorld) => (w.indexSynced = false), http: 503, reason: "dependency-unavailable" },
   ])("$name → $http $reason", async ({ headers, path, setup, http, reason }) => {
     setup?.(world);
     const res = await proxy(path ?? runtime, await (headers ?? (() => bearer(pluginToken())))());

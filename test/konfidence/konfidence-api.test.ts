@@ -28,7 +28,7 @@ beforeAll(async () => {
         { session: { memberOf: ["alpha-devs"] } },
         { jwks: { endpoint: GITHUB, audience: AUD, claims: { sub: "repo:acme/app:*", ref: "refs/heads/*" } } },
         // Not on the platform's allow-list: never matches.
-        { jwks: { endpoint: GITLAB, audience: AUD, claims: { sub: "*" } } },
+        { jwks: { endpoint: GITLAB, audience: AUD, claims: { sub: "project:*" } } },
       ],
     }),
   );

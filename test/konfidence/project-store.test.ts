@@ -11,7 +11,7 @@ import type { BindingProblem } from "../../src/konfidence/role-bindings.ts";
 import { AUD, GITHUB, project } from "./fakes.ts";
 
 const GITLAB = "https://gitlab.example.com/.well-known/openid-configuration";
-const jwks = (endpoint: string) => ({ jwks: { endpoint, audience: AUD, claims: { sub: "*" } } });
+const jwks = (endpoint: string) => ({ jwks: { endpoint, audience: AUD, claims: { sub: "repo:acme/*" } } });
 
 function store() {
   const reports: Array<{ project: string; problems: readonly BindingProblem[] }> = [];

@@ -41,6 +41,8 @@ describe("compileSubject: validation", () => {
     { name: "jwks with empty audience", input: jwks({ audience: "" }), expected: "jwks-audience-missing" },
     { name: "jwks without claims", input: jwks({ claims: undefined }), expected: "jwks-claims-missing" },
     { name: "jwks with no claims", input: jwks({ claims: {} }), expected: "jwks-claims-missing" },
+    { name: "jwks whose only claim is *", input: jwks({ claims: { sub: "*" } }), expected: "jwks-claims-unconstrained" },
+    { name: "jwks whose claims are all stars", input: jwks({ claims: { sub: "**", repository: "*" } }), expected: "jwks-claims-unconstrained" },
     { name: "jwks with a non-string pattern", input: jwks({ claims: { sub: "x", run_number: 7 } }), expected: "jwks-claim-invalid" },
     { name: "jwks with an empty claim name", input: jwks({ claims: { "": "x" } }), expected: "jwks-claim-invalid" },
 

@@ -2,7 +2,6 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   authorizationVerbsFor,
-  isWebSocketUpgrade,
   requestInfoFor,
   type KubeHttpRequest,
   type RequestInfo,
@@ -711,54 +710,7 @@ describe("authorizationVerbsFor: table", () => {
   for (const { name, input, expected } of verbsRows) {
     it(name, () => {
       const info = requestInfoFor(toRequest(input));
-      expect(authorizationVerbsFor(info, input.webSocket), `${input.method} ${input.url} webSocket=${input.webSocket}`).toEqual(expected);
-    });
-  }
-});
-
-// ---------------------------------------------------------------------------
-// isWebSocketUpgrade (kube's wsstream.IsWebSocketRequest)
-// ---------------------------------------------------------------------------
-
-interface WsRow {
-  name: string;
-  input: Record<string, string>;
-  expected: boolean;
-}
-
-function ws(name: string, input: Record<string, string>, expected: boolean): WsRow {
-  return { name, input, expected };
-}
-
-const wsRows: WsRow[] = [
-  ws("plain handshake", { connection: "Upgrade", upgrade: "websocket" }, true),
-  ws("header names and values in any case", { Connection: "UPGRADE", Upgrade: "WebSocket" }, true),
-  ws("upper-case header names", { CONNECTION: "upgrade", UPGRADE: "websocket" }, true),
-  ws("upgrade last in the list", { connection: "keep-alive, Upgrade", upgrade: "websocket" }, true),
-  ws("upgrade first in the list", { connection: "Upgrade, keep-alive", upgrade: "websocket" }, true),
-  ws("no space after the comma", { connection: "keep-alive,upgrade", upgrade: "websocket" }, true),
-  ws("spaces and tabs around commas", { connection: "keep-alive ,\tupgrade\t, close", upgrade: "websocket" }, true),
-  ws("Go EqualFold: Kelvin sign folds onto k", { connection: "upgrade", upgrade: "websoc\u212aet" }, true),
-  ws("Go EqualFold: long s folds onto s", { connection: "upgrade", upgrade: "web\u017focket" }, true),
-  ws("no Connection header", { upgrade: "websocket" }, false),
-  ws("no Upgrade header", { connection: "Upgrade" }, false),
-  ws("no headers", {}, false),
-  ws("Connection without upgrade", { connection: "keep-alive", upgrade: "websocket" }, false),
-  ws("upgrade only as part of a word", { connection: "upgraded", upgrade: "websocket" }, false),
-  ws("upgrade only as a suffix", { connection: "x-upgrade", upgrade: "websocket" }, false),
-  ws("upgrade only as a suffix after a comma", { connection: "close, notupgrade", upgrade: "websocket" }, false),
-  ws("upgrade is another protocol", { connection: "Upgrade", upgrade: "h2c" }, false),
-  ws("Upgrade lists more than websocket (kube compares the whole value)", { connection: "Upgrade", upgrade: "websocket, h2c" }, false),
-  ws("Upgrade with surrounding space (kube compares the whole value)", { connection: "Upgrade", upgrade: " websocket" }, false),
-  ws("kube's regex: no whitespace allowed before upgrade at the start", { connection: " upgrade", upgrade: "websocket" }, false),
-  ws("kube's regex: no whitespace allowed after upgrade at the end", { connection: "upgrade ", upgrade: "websocket" }, false),
-  ws("empty values", { connection: "", upgrade: "" }, false),
-];
-
-describe("isWebSocketUpgrade: table", () => {
-  for (const { name, input, expected } of wsRows) {
-    it(name, () => {
-      expect(isWebSocketUpgrade(input), JSON.stringify(input)).toBe(expected);
+      expect(authorizationVerbsFor(info), `${input.method} ${input.url} webSocket=${input.webSocket}`).toEqual(expected);
     });
   }
 });
@@ -807,10 +759,9 @@ function checkTotalAndDeterministic(req: KubeHttpRequest): void {
     expect(first.resource).toBe(first.parts[0]);
     expect(first.name).not.toBeUndefined();
   }
-  const verbs = authorizationVerbsFor(first, true);
+  const verbs = authorizationVerbsFor(first);
   expect(verbs.length).toBeGreaterThan(0);
   expect(verbs[0]).toBe(first.verb);
-  expect(authorizationVerbsFor(first, false)).toEqual(verbs);
 }
 
 describe("requestInfoFor: properties", () => {
@@ -843,26 +794,14 @@ describe("requestInfoFor: properties", () => {
     );
   });
 
-  it("isWebSocketUpgrade never throws", () => {
-    fc.assert(
-      fc.property(fc.dictionary(fc.oneof(fc.constantFrom("connection", "Upgrade"), anyString), anyString), (headers) => {
-        const answer = isWebSocketUpgrade(headers);
-        expect(isWebSocketUpgrade(headers)).toBe(answer);
-      }),
-      { numRuns: 1000 },
-    );
-  });
-
-  it("stays fast on hostile inputs", () => {
-    const started = performance.now();
+  // A parser that backtracked on these would not finish within the test timeout.
+  it("answers hostile inputs (100,000-character selectors, 50,000 segments)", () => {
     const commas = ",".repeat(100_000);
-    requestInfoFor({
+    const info = requestInfoFor({
       method: "GET",
       path: `/api/v1/${"p/".repeat(50_000)}`,
       query: new URLSearchParams({ fieldSelector: `${commas}metadata.name=x`, labelSelector: `${"a,".repeat(50_000)}a` }),
     });
-    isWebSocketUpgrade({ connection: `${" ,".repeat(50_000)}upgrade${" ".repeat(100_000)}`, upgrade: "websocket" });
-    isWebSocketUpgrade({ connection: "upgrade".repeat(50_000), upgrade: "websocket" });
-    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(info).toMatchObject({ isResourceRequest: true, verb: "get", namespace: "", resource: "p" });
   });
 });

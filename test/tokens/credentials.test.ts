@@ -1,6 +1,6 @@
 /** Where credentials are read from: a table per source, adversarial values included. */
 import { describe, expect, it } from "vitest";
-import { bearerToken, cookieToken, replaceWebsocketBearer, websocketBearerToken } from "../../src/tokens/credentials.ts";
+import { bearerToken, cookieToken, websocketBearerToken, withoutWebsocketBearer } from "../../src/tokens/credentials.ts";
 
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
 
@@ -52,9 +52,11 @@ describe("websocketBearerToken", () => {
     expect(websocketBearerToken({ "sec-websocket-protocol": value })).toMatchObject(expected);
   });
 
-  it("replaces only the bearer entry", () => {
-    expect(replaceWebsocketBearer(`v5.channel.k8s.io, ${entry}`, "new.tok.en")).toBe(
-      `v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.${Buffer.from("new.tok.en").toString("base64url")}`,
-    );
+  it.each([
+    { name: "bearer among others", value: `v5.channel.k8s.io, ${entry}`, expected: "v5.channel.k8s.io" },
+    { name: "bearer only", value: entry, expected: undefined },
+    { name: "no bearer", value: "v5.channel.k8s.io, v4.channel.k8s.io", expected: "v5.channel.k8s.io, v4.channel.k8s.io" },
+  ])("withoutWebsocketBearer: $name", ({ value, expected }) => {
+    expect(withoutWebsocketBearer(value)).toBe(expected);
   });
 });

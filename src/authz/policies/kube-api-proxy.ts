@@ -24,11 +24,11 @@ import { passed, trace } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations } from "../../headers/mutations.ts";
 import { kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
-import { authorizationVerbsFor, isWebSocketUpgrade, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
+import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { beforeDeadline, denialFor } from "../errors.ts";
 import { unusableInstallation } from "../installation.ts";
-import { replaceWebsocketBearer } from "../../tokens/credentials.ts";
+import { withoutWebsocketBearer } from "../../tokens/credentials.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface KubeApiProxyDeps {
@@ -39,6 +39,8 @@ export interface KubeApiProxyDeps {
   readonly installations: InstallationLookup;
   readonly serviceAccountTokens: ServiceAccountTokens;
   readonly audit: AuditSink;
+  /** Browser origins whose requests may authenticate with the session cookie (the Console's). */
+  readonly cookieOrigins: ReadonlySet<string>;
   /** FUN-19's local-dev escape hatch: accept installations whose definition hash is not pinned. */
   readonly allowUnpinned: boolean;
 }
@@ -58,7 +60,7 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
       const target = parseGatewayPath(request.path);
       trace("gateway-path", target.kind);
       if (target.kind === "malformed") return deny("bad-request", target.detail);
-      const identity = await identify(request.headers, ACCEPTED, deps.tokens);
+      const identity = await identify(request.headers, ACCEPTED, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
@@ -107,8 +109,10 @@ async function auditedPluginRequest(
   try {
     decision = await beforeDeadline(pluginRequest(request, clusterId, rest, claims, deps, trail), deadline);
   } catch (err) {
-    // Decided here rather than by the caller so the audit line names the denial actually given.
-    decision = denialFor(err);
+    // The audit line names the denial the caller will be given (check() maps errors the same way,
+    // and logs them); then the error goes on to check().
+    deps.audit.pluginRequest(auditLine(request, claims, trail, decisionLabel(denialFor(err))));
+    throw err;
   }
   deps.audit.pluginRequest(auditLine(request, claims, trail, decisionLabel(decision)));
   return decision;
@@ -153,7 +157,7 @@ async function pluginRequest(
 
   const canView = start(() => deps.canView.canView(claims.sub, clusterId));
   const userMay = start(async () =>
-    info === undefined || (info.isResourceRequest && info.parseError !== undefined) ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info, request)),
+    info === undefined || (info.isResourceRequest && info.parseError !== undefined) ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info)),
   );
   const pluginToken = start(async () => {
     const usable = unusableInstallation(await installation.result(), claims, deps.allowUnpinned) === undefined;
@@ -182,8 +186,8 @@ async function pluginRequest(
 }
 
 /** A WebSocket GET on pods/exec|attach|portforward needs both get and create (Kubernetes ≥ 1.35). */
-function accessAttributes(info: RequestInfo, request: HttpRequest): AccessAttributes[] {
-  return authorizationVerbsFor(info, isWebSocketUpgrade(request.headers)).map((verb): AccessAttributes =>
+function accessAttributes(info: RequestInfo): AccessAttributes[] {
+  return authorizationVerbsFor(info).map((verb): AccessAttributes =>
     info.isResourceRequest
       ? {
           kind: "resource",
@@ -204,12 +208,17 @@ async function allAllowed(review: UserAccessReview, clusterId: string, userId: s
   return answers.every(Boolean);
 }
 
-/** The caller's credential never travels on: the injected ServiceAccount token replaces it everywhere it was. */
+/** The caller's credential never travels on: the injected ServiceAccount token replaces it, in Authorization only. */
 function credentialSwap(request: HttpRequest, saToken: string) {
   const set: Record<string, string> = { authorization: `Bearer ${saToken}` };
+  const remove = ["cookie"];
   const protocols = request.headers["sec-websocket-protocol"];
-  if (protocols !== undefined) set["sec-websocket-protocol"] = replaceWebsocketBearer(protocols, saToken);
-  return mutations(request.headers, set, ["cookie"]);
+  if (protocols !== undefined) {
+    const rest = withoutWebsocketBearer(protocols);
+    if (rest === undefined) remove.push("sec-websocket-protocol");
+    else if (rest !== protocols) set["sec-websocket-protocol"] = rest;
+  }
+  return mutations(request.headers, set, remove);
 }
 
 function auditLine(request: HttpRequest, claims: PluginClaims, trail: AuditTrail, decision: string): PluginRequestAudit {

@@ -3,6 +3,7 @@
  * pod, `/installations/{id}/controller/…` to the plugin-controller. There is no Kubernetes scope to
  * apply, so authorization reduces to: aud=fundament-plugin, the URL's installation_id equals the
  * claim, and OpenFGA can_view on (user, claims.cluster_id) still holds.
+ * To route, the installation is then resolved in the PluginInstallation index.
  *
  * The upstream is not in the URL: on allow, headers tell Envoy which cluster, namespace and Service
  * the request goes to, and the caller's own credential is removed (it never reaches a plugin pod).
@@ -12,7 +13,8 @@ import { identify, type AcceptedCredentials } from "../fundament-identity.ts";
 import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
 import { passed, trace } from "../trace.ts";
-import type { ClusterViewCheck, KnownClusters } from "../ports.ts";
+import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../ports.ts";
+import { unusableInstallation } from "../installation.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations } from "../../headers/mutations.ts";
 import { pluginServiceAccount } from "../../kube/service-accounts.ts";
@@ -22,6 +24,9 @@ export interface PluginProxyDeps {
   readonly tokens: TokenVerifier;
   readonly clusters: KnownClusters;
   readonly canView: ClusterViewCheck;
+  readonly installations: InstallationLookup;
+  /** FUN-19's local-dev escape hatch, as for kube-api-proxy. */
+  readonly allowUnpinned: boolean;
   /** Where the plugin-controller listens on every cluster. */
   readonly controller: { readonly namespace: string; readonly service: string };
 }
@@ -79,6 +84,11 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
         return deny("can-view-denied", "the user cannot view this cluster");
       }
       if (!passed("cluster-known", deps.clusters.has(claims.clusterId))) return deny("unknown-cluster", "no such cluster");
+      // Routing, not a seed gate: the upstream is named after the installation, so it must still be the
+      // one the token was minted for (a reinstall under the same name has a new uid) and not be going away.
+      const unusable = unusableInstallation(deps.installations.byUid(claims.clusterId, claims.installationId), claims, deps.allowUnpinned);
+      trace("installation", unusable === undefined ? "usable" : unusable.message);
+      if (unusable !== undefined) return unusable;
 
       const upstream =
         route.upstream === "runtime"
