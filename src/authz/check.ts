@@ -40,8 +40,15 @@ export function createChecker(options: CheckerOptions): Checker {
       } else {
         policyName = policy.name;
         bodyShape = policy.bodyShape;
-        const deadline = AbortSignal.timeout(options.timeoutMs);
-        decision = await beforeDeadline(policy.decide(request, deadline), deadline);
+        // Not AbortSignal.timeout(): its timer outlives the check and, when it fires, builds a
+        // DOMException (with a stack trace) for every check ever made. This one is cleared on answer.
+        const controller = new AbortController();
+        const timer = setTimeout(() => controller.abort(), options.timeoutMs).unref();
+        try {
+          decision = await beforeDeadline(policy.decide(request, controller.signal), controller.signal);
+        } finally {
+          clearTimeout(timer);
+        }
       }
     } catch (err) {
       if (err instanceof MalformedCheckRequest) {

@@ -1,15 +1,30 @@
 /**
  * `portcullis --config FILE`: run the server until SIGTERM or SIGINT, then shut down gracefully.
+ * With `workers: N` (N > 1) this process is the primary and N forked workers serve (workers.ts).
  */
 import { loadConfig } from "../config/load.ts";
 import { connectPorts, startServer } from "../server/app.ts";
 import { createLogging } from "../server/logging.ts";
+import { abandonStart, isWorker, reportListening, superviseWorkers } from "../server/workers.ts";
 
 export async function serve(configPath: string): Promise<void> {
   const config = loadConfig(configPath);
   const logging = createLogging(config.logLevel);
-  const ports = await connectPorts(config, logging.logger);
-  const server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
+  if (config.workers > 1 && !isWorker()) {
+    // A worker drains within twice the check deadline, plus the gRPC servers' 5 s forced stop.
+    const code = await superviseWorkers({ count: config.workers, logger: logging.logger, graceMs: config.check.timeoutMs * 2 + 10_000 });
+    await logging.flush();
+    process.exit(code);
+  }
+  let server: Awaited<ReturnType<typeof startServer>>;
+  try {
+    const ports = await connectPorts(config, logging.logger);
+    server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
+  } catch (err) {
+    abandonStart();
+    throw err;
+  }
+  if (isWorker()) reportListening();
 
   let stopping = false;
   const stop = (signal: string) => {

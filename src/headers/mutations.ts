@@ -2,6 +2,7 @@
  * Header mutations on allow: what the upstream request gets set, overwritten or removed.
  * Hygiene rules (DESIGN.md "Header hygiene") live here so every policy applies them the same way.
  */
+import { withoutWebsocketBearer } from "../tokens/credentials.ts";
 
 export interface HeaderMutations {
   /** Set on the upstream request, overwriting whatever the client sent under that name. */
@@ -39,6 +40,21 @@ export function mutations(
   }
   for (const name of Object.keys(set)) removed.delete(name);
   return { set, remove: [...removed].sort() };
+}
+
+/**
+ * The mutations that keep a caller's WebSocket bearer subprotocol (a credential) from travelling on,
+ * whatever the route: the list rewritten without it, or the header removed when nothing else is
+ * left, or when what is left is not a safe header value (the client's own text, which portcullis
+ * will not re-emit; a TypeError from mutations() would be a 500).
+ */
+export function websocketBearerDropped(requestHeaders: Readonly<Record<string, string>>): { set: Record<string, string>; remove: string[] } {
+  const protocols = requestHeaders["sec-websocket-protocol"];
+  if (protocols === undefined) return { set: {}, remove: [] };
+  const rest = withoutWebsocketBearer(protocols);
+  if (rest === protocols) return { set: {}, remove: [] };
+  if (rest === undefined || !isSafeHeaderValue(rest)) return { set: {}, remove: ["sec-websocket-protocol"] };
+  return { set: { "sec-websocket-protocol": rest }, remove: [] };
 }
 
 /** Visible ASCII and spaces only: no CR, LF, NUL or other control characters, nothing non-ASCII. */

@@ -87,8 +87,15 @@ export class TokenRequests implements ServiceAccountTokens {
   }
 
   async token(clusterId: string, namespace: string, name: string): Promise<string | undefined> {
+    const key = `${clusterId}/${namespace}/${name}`;
+    // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
+    const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
+    if (hit !== undefined) {
+      publishCacheLookup("service_account_token", "hit");
+      return hit === MISSING ? undefined : hit;
+    }
     const status: LRUCache.Status<string, string> = {};
-    const token = await this.#cache.fetch(`${clusterId}/${namespace}/${name}`, { context: { clusterId, namespace, name }, status });
+    const token = await this.#cache.fetch(key, { context: { clusterId, namespace, name }, status });
     publishCacheLookup("service_account_token", status.fetch);
     if (token === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "no TokenRequest answer");
     return token === MISSING ? undefined : token;

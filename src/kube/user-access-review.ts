@@ -52,6 +52,12 @@ export class SubjectAccessReviews implements UserAccessReview {
     const body = reviewFor(userId, attributes);
     const status: LRUCache.Status<string, boolean> = {};
     const key = JSON.stringify([clusterId, body.spec]);
+    // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
+    const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
+    if (hit !== undefined) {
+      publishCacheLookup("subject_access_review", "hit");
+      return hit;
+    }
     const answer = await this.#cache.fetch(key, { context: { clusterId, body }, status });
     publishCacheLookup("subject_access_review", status.fetch);
     if (answer === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "no SubjectAccessReview answer");

@@ -16,11 +16,17 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
-  const decisions = new Counter({
+  // Counted per event into plain numbers and handed to prom-client at scrape time: prom-client's
+  // inc() hashes and validates the label set on every call, several times per Check.
+  const decisionCounts = new LabelledCounts<"policy", "outcome">("policy", "outcome");
+  new Counter({
     name: "portcullis_decisions_total",
     help: "Check decisions by policy and outcome (allowed or the denial reason code)",
     labelNames: ["policy", "outcome"],
     registers: [registry],
+    collect() {
+      decisionCounts.drain((labels, delta) => this.inc(labels, delta));
+    },
   });
   const checkSeconds = new Histogram({
     name: "portcullis_check_duration_seconds",
@@ -29,11 +35,15 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
     buckets: LATENCY_BUCKETS,
     registers: [registry],
   });
-  const cacheLookups = new Counter({
+  const cacheCounts = new LabelledCounts<"cache", "outcome">("cache", "outcome");
+  new Counter({
     name: "portcullis_cache_lookups_total",
     help: "Cache lookups by cache and outcome (hit, miss, inflight, stale)",
     labelNames: ["cache", "outcome"],
     registers: [registry],
+    collect() {
+      cacheCounts.drain((labels, delta) => this.inc(labels, delta));
+    },
   });
   const dependencySeconds = new Histogram({
     name: "portcullis_dependency_duration_seconds",
@@ -69,12 +79,12 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
 
   subscribe("portcullis:decision", (message) => {
     const m = message as CheckDecision;
-    decisions.inc({ policy: m.policy, outcome: m.outcome });
+    decisionCounts.add(m.policy, m.outcome);
     checkSeconds.observe({ policy: m.policy }, m.seconds);
   });
   subscribe("portcullis:cache", (message) => {
     const m = message as CacheLookup;
-    cacheLookups.inc({ cache: m.cache, outcome: m.outcome });
+    cacheCounts.add(m.cache, m.outcome);
   });
   subscribe("portcullis:dependency", (message) => {
     const m = message as DependencyCall;
@@ -91,4 +101,35 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
     invalidSubjects.inc({ problem: (message as InvalidSubject).problem });
   });
   return registry;
+}
+
+/** Counts by a pair of label values (both from closed sets), drained into a prom-client Counter when scraped. */
+class LabelledCounts<A extends string, B extends string> {
+  readonly #a: A;
+  readonly #b: B;
+  readonly #counts = new Map<string, Map<string, { labels: Record<A | B, string>; count: number; reported: number }>>();
+
+  constructor(a: A, b: B) {
+    this.#a = a;
+    this.#b = b;
+  }
+
+  add(a: string, b: string): void {
+    let inner = this.#counts.get(a);
+    if (inner === undefined) this.#counts.set(a, (inner = new Map()));
+    const entry = inner.get(b);
+    if (entry !== undefined) entry.count++;
+    else inner.set(b, { labels: { [this.#a]: a, [this.#b]: b } as Record<A | B, string>, count: 1, reported: 0 });
+  }
+
+  /** Hands over what was counted since the last drain. */
+  drain(inc: (labels: Record<A | B, string>, delta: number) => void): void {
+    for (const inner of this.#counts.values()) {
+      for (const entry of inner.values()) {
+        if (entry.count === entry.reported) continue;
+        inc(entry.labels, entry.count - entry.reported);
+        entry.reported = entry.count;
+      }
+    }
+  }
 }

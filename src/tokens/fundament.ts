@@ -2,7 +2,7 @@
  * Fundament tokens (FUN-17 §3): HS256, one shared secret (a list, for rotation), issuer
  * `fundament-authn-api`; UserToken and PluginToken are told apart by `aud` alone.
  */
-import { createSecretKey, type KeyObject } from "node:crypto";
+import { createSecretKey, hash, type KeyObject } from "node:crypto";
 import { errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
 import { LRUCache } from "lru-cache";
 import { publishCacheLookup } from "../metrics/events.ts";
@@ -51,7 +51,11 @@ export class TokenVerifier {
   readonly #keys: readonly KeyObject[];
   readonly #options: TokenVerifierOptions;
   readonly #now: () => number;
-  /** Verified tokens by their exact text; an entry never outlives the token's `exp`. Failures are never cached. */
+  /**
+   * Verified tokens by the SHA-256 of their exact text (43 characters instead of the token's ~600:
+   * most of an entry's memory, and cheaper to look up than hashing the whole token as a Map key);
+   * an entry never outlives the token's `exp`. Failures are never cached.
+   */
   readonly #verified: LRUCache<string, FundamentClaims>;
 
   constructor(options: TokenVerifierOptions) {
@@ -63,7 +67,8 @@ export class TokenVerifier {
   }
 
   async verify(token: string): Promise<VerifyResult> {
-    const cached = this.#verified.get(token);
+    const key = hash("sha256", token, "base64url");
+    const cached = this.#verified.get(key);
     if (cached !== undefined && cached.exp * 1000 > this.#now()) {
       publishCacheLookup("verified_token", "hit");
       return { ok: true, claims: cached };
@@ -74,7 +79,7 @@ export class TokenVerifier {
     const claims = classify(payload);
     if (typeof claims === "string") return { ok: false, detail: claims };
     const ttl = claims.exp * 1000 - this.#now();
-    if (ttl > 0) this.#verified.set(token, claims, { ttl });
+    if (ttl > 0) this.#verified.set(key, claims, { ttl });
     return { ok: true, claims };
   }
 

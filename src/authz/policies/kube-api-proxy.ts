@@ -22,13 +22,12 @@ import type {
 import { start } from "../started.ts";
 import { passed, trace } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
-import { mutations } from "../../headers/mutations.ts";
+import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { beforeDeadline, denialFor } from "../errors.ts";
 import { unusableInstallation } from "../installation.ts";
-import { withoutWebsocketBearer } from "../../tokens/credentials.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface KubeApiProxyDeps {
@@ -210,15 +209,8 @@ async function allAllowed(review: UserAccessReview, clusterId: string, userId: s
 
 /** The caller's credential never travels on: the injected ServiceAccount token replaces it, in Authorization only. */
 function credentialSwap(request: HttpRequest, saToken: string) {
-  const set: Record<string, string> = { authorization: `Bearer ${saToken}` };
-  const remove = ["cookie"];
-  const protocols = request.headers["sec-websocket-protocol"];
-  if (protocols !== undefined) {
-    const rest = withoutWebsocketBearer(protocols);
-    if (rest === undefined) remove.push("sec-websocket-protocol");
-    else if (rest !== protocols) set["sec-websocket-protocol"] = rest;
-  }
-  return mutations(request.headers, set, remove);
+  const ws = websocketBearerDropped(request.headers);
+  return mutations(request.headers, { authorization: `Bearer ${saToken}`, ...ws.set }, ["cookie", ...ws.remove]);
 }
 
 function auditLine(request: HttpRequest, claims: PluginClaims, trail: AuditTrail, decision: string): PluginRequestAudit {

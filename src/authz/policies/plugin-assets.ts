@@ -6,7 +6,7 @@ import { allow, deny } from "../decision.ts";
 import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
 import { passed } from "../trace.ts";
-import { mutations } from "../../headers/mutations.ts";
+import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 
 const ASSET_PATH = /^\/plugins\/(?:sdk\/[A-Za-z0-9][A-Za-z0-9.+_-]{0,127}|[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\/[A-Za-z0-9][A-Za-z0-9.+_-]{0,127}\/console)\/[^]*$/;
 const READ_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD"]);
@@ -21,7 +21,8 @@ export function pluginAssets(): Policy {
       }
       if (!passed("read-only", READ_METHODS.has(request.method))) return deny("method-not-allowed", "assets are read-only", { allow: "GET, HEAD" });
       // Assets need no credential, so none is passed on.
-      return allow(mutations(request.headers, {}, ["authorization", "cookie"]));
+      const ws = websocketBearerDropped(request.headers);
+      return allow(mutations(request.headers, ws.set, ["authorization", "cookie", ...ws.remove]));
     },
   };
 }

@@ -16,7 +16,7 @@ import { passed, trace } from "../trace.ts";
 import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../ports.ts";
 import { unusableInstallation } from "../installation.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
-import { mutations } from "../../headers/mutations.ts";
+import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { pluginServiceAccount } from "../../kube/service-accounts.ts";
 import type { TokenVerifier } from "../../tokens/fundament.ts";
 
@@ -94,6 +94,8 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
         route.upstream === "runtime"
           ? { namespace: pluginServiceAccount(claims.installationName).namespace, service: `plugin-${claims.installationName}` }
           : deps.controller;
+      // The caller's credential never reaches a plugin pod, wherever it was carried.
+      const ws = websocketBearerDropped(request.headers);
       return allow(
         mutations(
           request.headers,
@@ -103,8 +105,9 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
             [UPSTREAM_HEADERS.service]: upstream.service,
             [UPSTREAM_HEADERS.userId]: claims.sub,
             [UPSTREAM_HEADERS.installationId]: claims.installationId,
+            ...ws.set,
           },
-          ["authorization", "cookie"],
+          ["authorization", "cookie", ...ws.remove],
         ),
       );
     },
