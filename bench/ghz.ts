@@ -1,0 +1,167 @@
+/**
+ * Load from a separate process: ghz, pinned to its own core, against one server on 127.0.0.1, and
+ * what the server spent meanwhile (/proc/<pid>/stat utime+stime) and held (VmRSS).
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { PROTO_ROOT } from "../src/envoy/protos.ts";
+
+export const CHECK_CALL = "envoy.service.auth.v3.Authorization.Check";
+export const CHECK_PROTO = "envoy/service/auth/v3/external_auth.proto";
+
+export interface LoadSpec {
+  readonly ghz: string;
+  /** host:port on 127.0.0.1 */
+  readonly target: string;
+  readonly dataFile: string;
+  readonly concurrency: number;
+  readonly connections: number;
+  readonly durationSeconds: number;
+  /** Fixed rate (requests per second); saturation when absent. */
+  readonly rps?: number;
+  /** The core ghz runs on. */
+  readonly core: string;
+  readonly workDir: string;
+  /** The server's processes, whose CPU time the run is charged. */
+  readonly serverPids: readonly number[];
+}
+
+export interface LoadResult {
+  readonly offeredRps: number | "saturation";
+  readonly count: number;
+  readonly okCount: number;
+  /** Failed requests by gRPC status, not counting those cut off when ghz stopped. */
+  readonly errors: Record<string, number>;
+  /** In flight when ghz closed its connections at the end of the run. */
+  readonly cutAtEnd: number;
+  readonly rps: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly p999Ms: number;
+  readonly maxMs: number;
+  /** Server CPU (user + system, all threads) per request sent, in microseconds. */
+  readonly cpuUsPerRequest: number;
+  /** Server CPU utilisation over the run, in cores. */
+  readonly cpuCores: number;
+  readonly rssBytes: number;
+  /** The exact ghz command line. */
+  readonly command: string;
+}
+
+const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
+
+/** utime + stime of a process (every thread), in seconds. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // fields[0] is field 3 (state); utime is field 14, stime field 15.
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+export function rssBytes(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
+  return kb === undefined ? 0 : Number(kb) * 1024;
+}
+
+interface GhzReport {
+  count: number;
+  /** The run's duration, in nanoseconds. */
+  total: number;
+  rps: number;
+  errorDistribution?: Record<string, number>;
+  statusCodeDistribution?: Record<string, number>;
+  details?: Array<{ latency: number; status: string; error?: string }>;
+}
+
+export function ghzArgs(spec: LoadSpec, outFile: string): string[] {
+  return [
+    "--insecure",
+    "--import-paths",
+    PROTO_ROOT,
+    "--proto",
+    CHECK_PROTO,
+    "--call",
+    CHECK_CALL,
+    "--data-file",
+    spec.dataFile,
+    "--disable-template-functions",
+    "--disable-template-data",
+    "--cpus",
+    "1",
+    "--concurrency",
+    String(spec.concurrency),
+    "--connections",
+    String(spec.connections),
+    "--duration",
+    `${spec.durationSeconds}s`,
+    "--timeout",
+    "10s",
+    // A fixed rate with at most `concurrency` requests in flight. ghz's --async open loop queues inside
+    // ghz itself on one core (45 ms medians for a no-op server at a third of its capacity), and with
+    // many workers its latencies include its own scheduling: against the no-op at half its capacity,
+    // p99 was 24 ms with 32 workers, 10 ms with 16, 4 ms with 8. The runner uses 8.
+    ...(spec.rps === undefined ? [] : ["--rps", String(spec.rps)]),
+    "--format",
+    "json",
+    "--output",
+    outFile,
+    spec.target,
+  ];
+}
+
+export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  const outFile = join(spec.workDir, `ghz-${process.hrtime.bigint()}.json`);
+  const args = ["-c", spec.core, spec.ghz, ...ghzArgs(spec, outFile)];
+  const cpuBefore = spec.serverPids.reduce((s, pid) => s + cpuSeconds(pid), 0);
+  const started = process.hrtime.bigint();
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn("taskset", args, { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("error", reject);
+    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`ghz exited ${code}: ${stderr.slice(-2000)}`))));
+  });
+  const wallSeconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpuAfter = spec.serverPids.reduce((s, pid) => s + cpuSeconds(pid), 0);
+  const rss = spec.serverPids.reduce((s, pid) => s + rssBytes(pid), 0);
+  const report = JSON.parse(readFileSync(outFile, "utf8")) as GhzReport;
+  rmSync(outFile, { force: true });
+
+  const details = report.details ?? [];
+  const ok = details.filter((d) => d.status === "OK");
+  const latencies = Float64Array.from(ok.map((d) => d.latency / 1e6)).sort();
+  const errors: Record<string, number> = {};
+  let cutAtEnd = 0;
+  for (const d of details) {
+    if (d.status === "OK") continue;
+    // ghz closes its connections when the duration is up: the requests in flight then fail this way.
+    if (d.error?.includes("use of closed network connection") || d.error?.includes("transport is closing")) cutAtEnd++;
+    else errors[d.status] = (errors[d.status] ?? 0) + 1;
+  }
+  const cpu = cpuAfter - cpuBefore;
+  return {
+    offeredRps: spec.rps ?? "saturation",
+    count: report.count,
+    okCount: ok.length,
+    errors,
+    cutAtEnd,
+    rps: ok.length / (report.total / 1e9),
+    p50Ms: quantile(latencies, 0.5),
+    p99Ms: quantile(latencies, 0.99),
+    p999Ms: quantile(latencies, 0.999),
+    maxMs: latencies.length === 0 ? NaN : latencies[latencies.length - 1]!,
+    cpuUsPerRequest: report.count === 0 ? NaN : (cpu / report.count) * 1e6,
+    cpuCores: cpu / wallSeconds,
+    rssBytes: rss,
+    command: ["taskset", ...args.map((a) => (a === outFile ? "OUT.json" : a))].join(" "),
+  };
+}
+
+/** Nearest-rank quantile of sorted values. */
+export function quantile(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[rank]!;
+}

@@ -1,0 +1,112 @@
+/**
+ * What every benchmark server process shares: its arguments, how it tells the runner it is ready
+ * (a JSON file written atomically, so the runner never reads half of it), and a memory report on
+ * SIGUSR2 (the runner asks for it after a scenario; `--expose-gc` lets it collect first).
+ */
+import { renameSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
+import { getHeapSpaceStatistics, getHeapStatistics } from "node:v8";
+import { parseArgs } from "node:util";
+
+export interface ServerArgs {
+  readonly readyFile: string;
+  readonly address: string;
+  readonly scenario: string;
+  /** Where the SIGUSR2 memory report goes. */
+  readonly memoryFile: string;
+  /** A JSON file with the scenario's workload description (users, installations, projects). */
+  readonly world: string;
+  /** The ready file of bench/servers/upstream-fakes.ts, for the real-ports scenario. */
+  readonly upstream: string;
+  /** Where a CPU profile goes: started on SIGHUP, written on SIGTERM (so warm-up and start-up stay out of it). */
+  readonly profileFile: string;
+}
+
+export function serverArgs(): ServerArgs {
+  const { values } = parseArgs({
+    options: {
+      "ready-file": { type: "string" },
+      address: { type: "string", default: "127.0.0.1:0" },
+      scenario: { type: "string", default: "" },
+      "memory-file": { type: "string", default: "" },
+      world: { type: "string", default: "" },
+      upstream: { type: "string", default: "" },
+      "profile-file": { type: "string", default: "" },
+    },
+    strict: true,
+  });
+  if (values["ready-file"] === undefined) throw new Error("--ready-file is required");
+  return {
+    readyFile: values["ready-file"],
+    address: values.address,
+    scenario: values.scenario,
+    memoryFile: values["memory-file"],
+    world: values.world,
+    upstream: values.upstream,
+    profileFile: values["profile-file"],
+  };
+}
+
+export function announceReady(file: string, info: Record<string, unknown>): void {
+  writeFileSync(`${file}.tmp`, JSON.stringify({ pid: process.pid, ...info }));
+  renameSync(`${file}.tmp`, file);
+}
+
+export interface MemoryReport {
+  readonly rssBytes: number;
+  readonly heapUsedBytes: number;
+  readonly heapTotalBytes: number;
+  readonly externalBytes: number;
+  readonly arrayBuffersBytes: number;
+  readonly spaces: Array<{ space: string; usedBytes: number }>;
+  readonly gcRan: boolean;
+}
+
+export function memoryReport(): MemoryReport {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  gc?.();
+  const usage = process.memoryUsage();
+  void getHeapStatistics();
+  return {
+    rssBytes: usage.rss,
+    heapUsedBytes: usage.heapUsed,
+    heapTotalBytes: usage.heapTotal,
+    externalBytes: usage.external,
+    arrayBuffersBytes: usage.arrayBuffers,
+    spaces: getHeapSpaceStatistics().map((s) => ({ space: s.space_name, usedBytes: s.space_used_size })),
+    gcRan: gc !== undefined,
+  };
+}
+
+/** On SIGUSR2, write a memory report to `file` (atomically). */
+export function reportMemoryOnSignal(file: string, extra: () => Record<string, unknown> = () => ({})): void {
+  if (file === "") return;
+  process.on("SIGUSR2", () => {
+    const report = { ...memoryReport(), ...extra() };
+    writeFileSync(`${file}.tmp`, JSON.stringify(report));
+    renameSync(`${file}.tmp`, file);
+  });
+}
+
+/**
+ * With a profile file: SIGHUP starts the V8 CPU profiler; `stop()` (called before exiting on
+ * SIGTERM) writes the profile. Without one, both do nothing.
+ */
+export function profileOnSignal(file: string): { stop(): Promise<void> } {
+  if (file === "") return { stop: async () => {} };
+  const session = new Session();
+  session.connect();
+  let running = false;
+  process.on("SIGHUP", () => {
+    if (running) return;
+    running = true;
+    void session.post("Profiler.enable").then(() => session.post("Profiler.start"));
+  });
+  return {
+    async stop() {
+      if (!running) return;
+      const { profile } = await session.post("Profiler.stop");
+      writeFileSync(file, JSON.stringify(profile));
+    },
+  };
+}
