@@ -28,7 +28,7 @@ export interface HotResult {
   readonly rates: LoadResult[];
   readonly rssIdleBytes: number;
   /** The 1-minute load average when the scenario started (the runner's own load is ~2 while it runs). */
-  readonly loadAtStart: number;
+  readonly loadAtStart?: number;
 }
 
 export interface Results {
