@@ -46,16 +46,49 @@ export async function withDeadline<T>(dependency: string, ms: number, run: (sign
 
 /**
  * A description of an error that is safe to log: our own DependencyUnavailable messages (written
- * to name the dependency and the rule, never a credential), or a foreign error's name and code —
- * never its message, headers or body, which may echo a request.
+ * to name the dependency and the rule, never a credential), or a foreign error's name, code and its
+ * cause's code — never its message, headers or body, which may echo a request. A value that is not
+ * an Error (a string, a plain object) keeps its message, sanitized: it is often all there is.
  */
 export function errorSummary(err: unknown): string {
   if (err instanceof DependencyUnavailable) return err.message;
   if (err instanceof Error) {
     const code = (err as { code?: unknown; statusCode?: unknown }).code ?? (err as { statusCode?: unknown }).statusCode;
-    return code === undefined ? err.name : `${err.name} ${String(code)}`;
+    const causeCode = (err.cause as { code?: unknown } | undefined)?.code;
+    const named = code === undefined ? err.name : `${err.name} ${String(code)}`;
+    return causeCode === undefined ? named : `${named} (cause ${String(causeCode)})`;
   }
-  return "unknown error";
+  if (typeof err === "string") return sanitizedMessage(err) || "unknown error";
+  if (typeof err === "object" && err !== null) {
+    const { message, code, status, statusCode } = err as Record<string, unknown>;
+    const parts = [
+      typeof message === "string" ? sanitizedMessage(message) : "",
+      ...[code, status ?? statusCode].filter((v) => typeof v === "string" || typeof v === "number").map((v) => sanitizedMessage(String(v))),
+    ].filter((p) => p !== "");
+    return parts.length === 0 ? "unknown error" : parts.join(" ");
+  }
+  return err === undefined || err === null ? "unknown error" : sanitizedMessage(String(err));
+}
+
+const MAX_MESSAGE = 200;
+/** Longer words with a digit are identifiers, keys or tokens, never the reason itself. */
+const MAX_WORD = 32;
+const JWT_LIKE = /[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g;
+
+/**
+ * A foreign message made safe to log: one line, at most 200 characters, with JWT-shaped strings,
+ * whatever follows an auth scheme, and long words holding a digit (tokens, secrets) redacted.
+ */
+export function sanitizedMessage(text: string): string {
+  const oneLine = text
+    .replace(/[\u0000-\u001f\u007f]+/g, " ")
+    .replace(JWT_LIKE, "[redacted]")
+    .replace(/\b(bearer|basic)\s+\S+/gi, "$1 [redacted]")
+    .split(" ")
+    .map((word) => (word.length > MAX_WORD && /\d/.test(word) ? "[redacted]" : word))
+    .join(" ")
+    .trim();
+  return oneLine.length > MAX_MESSAGE ? `${oneLine.slice(0, MAX_MESSAGE)}…` : oneLine;
 }
 
 /** The denial for an error thrown while deciding: the one place that decides which errors are which denials. */

@@ -4,18 +4,34 @@
  */
 import pino, { type DestinationStream, type Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
+import { errorSummary, sanitizedMessage } from "../authz/errors.ts";
 
 /** Defence in depth: we never log credentials, and these paths are censored if anything tries. */
 const REDACT = ["authorization", "cookie", "token", "*.authorization", "*.cookie", "*.token", "headers.*"];
 
 /**
  * Errors are logged by type, code and stack only: a client library's error may carry the request
- * it failed on (headers, body) in its message or its cause.
+ * it failed on (headers, body) in its message or its cause. Anything else thrown or passed as `err`
+ * (a string summary, a plain object) keeps its message, sanitized (errorSummary).
  */
 function safeError(err: unknown): Record<string, unknown> {
-  if (!(err instanceof Error)) return { type: typeof err };
+  if (!(err instanceof Error)) {
+    const { code, status, statusCode } = typeof err === "object" && err !== null ? (err as Record<string, unknown>) : {};
+    return {
+      type: err === null ? "null" : typeof err,
+      message: errorSummary(err),
+      ...safeField("code", code),
+      ...safeField("status", status ?? statusCode),
+    };
+  }
   const code = (err as { code?: unknown }).code;
-  return { type: err.name, ...(code === undefined ? {} : { code }), stack: err.stack?.split("\n").slice(1).join("\n") };
+  return { type: err.name, message: errorSummary(err), ...(code === undefined ? {} : { code }), stack: err.stack?.split("\n").slice(1).join("\n") };
+}
+
+function safeField(name: string, value: unknown): Record<string, string | number> {
+  if (typeof value === "number") return { [name]: value };
+  if (typeof value === "string") return { [name]: sanitizedMessage(value) };
+  return {};
 }
 
 export interface Logging {
