@@ -5,6 +5,7 @@
 import { loadConfig } from "../config/load.ts";
 import { connectPorts, startServer } from "../server/app.ts";
 import { createLogging } from "../server/logging.ts";
+import { startWatchdog } from "../server/watchdog.ts";
 import { abandonStart, isWorker, reportListening, superviseWorkers } from "../server/workers.ts";
 
 export async function serve(configPath: string): Promise<void> {
@@ -16,6 +17,8 @@ export async function serve(configPath: string): Promise<void> {
     await logging.flush();
     process.exit(code);
   }
+  // Each serving process watches its own event loop, from its start on.
+  if (config.watchdog.enabled) startWatchdog({ timeoutMs: config.watchdog.timeoutMs, logger: logging.logger });
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
     const ports = await connectPorts(config, logging.logger);

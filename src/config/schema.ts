@@ -41,6 +41,33 @@ export const configSchema = z
       })
       .strict()
       .default({ timeoutMs: 800, retryAfterSeconds: 1 }),
+    shutdown: z
+      .object({
+        drainMs: z
+          .number()
+          .int()
+          .min(0)
+          .default(5_000)
+          .describe("after SIGTERM, keep answering Checks this long while health is NOT_SERVING (Envoy's health check moves traffic away), then stop accepting"),
+      })
+      .strict()
+      .default({ drainMs: 5_000 }),
+    watchdog: z
+      .object({
+        enabled: z.boolean().default(true).describe("a worker thread ends the process when the event loop stops answering"),
+        timeoutMs: z.number().int().min(500).default(5_000).describe("how long the event loop may go without answering before the process is killed"),
+      })
+      .strict()
+      .default({ enabled: true, timeoutMs: 5_000 }),
+    admin: z
+      .object({
+        explain: z
+          .boolean()
+          .default(false)
+          .describe("serve POST /explain on the admin port, to loopback peers only: it runs real checks and writes (marked) audit lines"),
+      })
+      .strict()
+      .default({ explain: false }),
     tokens: z
       .object({
         secrets: z.array(secretSource).min(1).describe("HS256 secrets; any verifies (rotation)"),
