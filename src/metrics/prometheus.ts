@@ -1,6 +1,7 @@
 /**
  * The Prometheus registry served on the admin port: decisions by policy and outcome, Check latency,
- * cache lookups, dependency calls and errors, index sizes.
+ * cache lookups, dependency calls and errors, index sizes, and the runtime's health (event-loop
+ * delay, memory outside the V8 heap).
  */
 import { subscribe } from "node:diagnostics_channel";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
@@ -14,7 +15,19 @@ export interface IndexSizes {
 
 export function createMetrics(indexSizes: IndexSizes): Registry {
   const registry = new Registry();
+  // Includes the event-loop delay (perf_hooks.monitorEventLoopDelay: nodejs_eventloop_lag_p99_seconds,
+  // …_max_seconds, since the previous scrape), nodejs_external_memory_bytes and the process's RSS.
   collectDefaultMetrics({ register: registry });
+  // The one memory figure the defaults leave out: Buffers and ArrayBuffers (part of external memory),
+  // where a runaway of network buffers shows first.
+  new Gauge({
+    name: "portcullis_memory_array_buffers_bytes",
+    help: "Memory held by ArrayBuffers and Buffers (process.memoryUsage().arrayBuffers)",
+    registers: [registry],
+    collect() {
+      this.set(process.memoryUsage().arrayBuffers);
+    },
+  });
 
   // Counted per event into plain numbers and handed to prom-client at scrape time: prom-client's
   // inc() hashes and validates the label set on every call, several times per Check.
