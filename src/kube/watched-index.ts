@@ -3,6 +3,14 @@
  * Any watch error marks the index unsynced and restarts it with exponential backoff; the restart
  * clears the store before a fresh list, so objects deleted while disconnected disappear. Readers
  * must refuse to answer while `synced` is false: a view that may be stale is never served.
+ *
+ * A watch can also end or stall without any error: client-node's ListWatch reconnects from the
+ * last resource version, without an error, both when the server closes the stream and when nothing
+ * arrives for its request timeout, so an API server that accepts connections and never answers
+ * would keep the index "synced" forever. Here every end of a watch after which ListWatch would
+ * not list again goes through the same unsynced → backoff → relist path as an error, and the watch asks for bookmarks (the API server
+ * sends one about every minute on a quiet watch) so that silence itself is a failure: no event
+ * and no bookmark for `inactivityMs` marks the index unsynced and restarts it.
  * `hasSynced` (synced at least once) is what process readiness waits for: one cluster's later
  * outage answers 503 for that cluster only, rather than taking every replica out of service.
  */
@@ -13,6 +21,29 @@ import { errorSummary } from "../authz/errors.ts";
 
 /** The longest a list may take before it counts as failed and is retried with backoff. */
 const LIST_TIMEOUT_MS = 10_000;
+
+/**
+ * How long a watch may stay silent (no event, no bookmark) before the index counts as unsynced.
+ * kube-apiserver's watch cache sends a bookmark to each watcher that asked for them about once a
+ * minute (and 2 s before a watch's own timeout), so 90 s is well above a healthy quiet watch.
+ */
+export const DEFAULT_WATCH_INACTIVITY_MS = 90_000;
+
+/** What ended a watch that ended without an error: the server closed the stream. */
+class WatchEnded extends Error {
+  override readonly name = "WatchEnded";
+}
+
+/** A 410 Gone answer to the watch request: ListWatch lists again from scratch. */
+function isGone(err: unknown): boolean {
+  const e = err as { statusCode?: unknown; code?: unknown } | null | undefined;
+  return e?.statusCode === 410 || e?.code === 410;
+}
+
+/** No event and no bookmark arrived within the inactivity bound. */
+class WatchSilent extends Error {
+  override readonly name = "WatchSilent";
+}
 
 export interface WatchedResource {
   readonly group: string;
@@ -32,6 +63,8 @@ export interface WatchedIndexOptions {
   readonly logger: Logger;
   readonly initialBackoffMs?: number;
   readonly maxBackoffMs?: number;
+  /** No event or bookmark for this long: unsynced, then relisted (DEFAULT_WATCH_INACTIVITY_MS). */
+  readonly inactivityMs?: number;
 }
 
 /** How the index names itself in log lines: `{index} index synced`, `{ objects: size }`. */
@@ -45,6 +78,7 @@ export function resolveWatchOptions(options: WatchedIndexOptions): Required<Watc
     logger: options.logger,
     initialBackoffMs: options.initialBackoffMs ?? 250,
     maxBackoffMs: options.maxBackoffMs ?? 30_000,
+    inactivityMs: options.inactivityMs ?? DEFAULT_WATCH_INACTIVITY_MS,
   };
 }
 
@@ -60,6 +94,12 @@ export class WatchedIndex<T extends KubernetesObject> {
   #stopped = false;
   #backoffMs: number;
   #restartTimer: NodeJS.Timeout | undefined;
+  #silenceTimer: NodeJS.Timeout | undefined;
+  /**
+   * Which list+watch is current. Every failure moves it on, so callbacks of a watch already given
+   * up on (its abort ends it once more) are ignored instead of restarting the index again.
+   */
+  #generation = 0;
 
   constructor(cluster: Cluster, resource: WatchedResource, store: IndexStore<T>, names: IndexNames, options: Required<WatchedIndexOptions>) {
     this.#cluster = cluster;
@@ -81,58 +121,96 @@ export class WatchedIndex<T extends KubernetesObject> {
   /** Resolves once the first list has been attempted, synced or not; failures restart in the background. */
   async start(): Promise<void> {
     if (this.#stopped) return;
+    const generation = this.#generation;
     const api = this.#cluster.kubeConfig.makeApiClient(CustomObjectsApi);
     const { group, version, plural } = this.#resource;
-    const listWatch = new ListWatch<T>(
+    const listWatch: ListWatch<T> = new ListWatch<T>(
       `/apis/${group}/${version}/${plural}`,
-      this.#guardedWatch(),
+      this.#guardedWatch(generation, () => listWatch.latestResourceVersion() === ""),
       // client-node sets no deadline on the list: a list the API server never answers would keep the
       // index unsynced for undici's 300 s default, long after the server is healthy again.
-      () => api.listClusterCustomObject({ group, version, plural }, this.#cluster.callOptions(AbortSignal.timeout(LIST_TIMEOUT_MS))),
+      async () => {
+        const list = await api.listClusterCustomObject({ group, version, plural }, this.#cluster.callOptions(AbortSignal.timeout(LIST_TIMEOUT_MS)));
+        this.#heardFrom(generation);
+        return list;
+      },
       false,
     );
-    let failed = false;
     const put = (obj: T) => this.#store.put(obj);
     listWatch.on("add", put);
     listWatch.on("update", put);
     listWatch.on("delete", (obj) => this.#store.remove(obj));
-    listWatch.on("error", (err) => {
-      failed = true;
-      this.#onError(err);
-    });
+    listWatch.on("error", (err) => this.#failed(generation, err));
     this.#listWatch = listWatch;
     try {
       await listWatch.start();
     } catch (err) {
       // e.g. a kubeconfig credential plugin failing: ListWatch rejects instead of emitting "error".
-      failed = true;
-      this.#onError(err);
+      this.#failed(generation, err);
     }
-    if (!failed && !this.#stopped) {
+    // Any failure while listing or connecting moved the generation on.
+    if (generation === this.#generation && !this.#stopped) {
       this.#synced = true;
       this.#hasSynced = true;
       this.#backoffMs = this.#options.initialBackoffMs;
+      this.#heardFrom(generation);
       this.#options.logger.info({ cluster_id: this.#cluster.id, [this.#names.objects]: this.#store.size }, `${this.#names.index} index synced`);
     }
   }
 
   /**
-   * A Watch whose failures to (re)connect go to #onError. ListWatch reconnects from a callback that
-   * nobody awaits, so a rejection there would be unhandled: the index would freeze while still
-   * calling itself synced, and Node would end the process.
+   * A Watch that asks for bookmarks, counts every event as a sign of life, and hands every end of
+   * the stream — an error, a server-side close, client-node's own timeout — to #failed instead of
+   * letting ListWatch reconnect without a list. The one exception is an end after which ListWatch
+   * lists again by itself (`relists`: a 410, the history compacted): its view was current until
+   * then and the fresh list replaces it in place. Failures to connect go to #failed too: ListWatch
+   * reconnects from a callback that nobody awaits, so a rejection there would be unhandled,
+   * freezing the index while it still called itself synced.
    */
-  #guardedWatch(): Watch {
+  #guardedWatch(generation: number, relists: () => boolean): Watch {
     const watch = new Watch(this.#cluster.kubeConfig);
+    // client-node aborts a watch that receives no byte for 30 s; a healthy quiet watch hears a
+    // bookmark only about once a minute, so its bound is ours (a private field, set by name).
+    Object.assign(watch, { requestTimeoutMs: this.#options.inactivityMs });
     const connect = watch.watch.bind(watch);
-    watch.watch = async (...args: Parameters<Watch["watch"]>) => {
+    watch.watch = async (path, queryParams, callback, done) => {
       try {
-        return await connect(...args);
+        return await connect(
+          path,
+          { ...queryParams, allowWatchBookmarks: true },
+          (phase, obj, event) => {
+            this.#heardFrom(generation);
+            callback(phase, obj, event);
+          },
+          (err) => {
+            if (isGone(err) || ((err === null || err === undefined) && relists())) done(err);
+            else this.#failed(generation, err ?? new WatchEnded("the API server ended the watch"));
+          },
+        );
       } catch (err) {
-        this.#onError(err);
+        this.#failed(generation, err);
         return new AbortController();
       }
     };
     return watch;
+  }
+
+  /** A sign of life from the current watch: the silence bound starts again. */
+  #heardFrom(generation: number): void {
+    if (generation !== this.#generation || this.#stopped) return;
+    clearTimeout(this.#silenceTimer);
+    this.#silenceTimer = setTimeout(
+      () => this.#failed(generation, new WatchSilent(`no watch event or bookmark within ${this.#options.inactivityMs} ms`)),
+      this.#options.inactivityMs,
+    );
+  }
+
+  /** The list+watch of `generation` failed or ended; later news from it is ignored. */
+  #failed(generation: number, err: unknown): void {
+    if (generation !== this.#generation) return;
+    this.#generation++;
+    clearTimeout(this.#silenceTimer);
+    this.#onError(err);
   }
 
   #onError(err: unknown): void {
@@ -156,7 +234,9 @@ export class WatchedIndex<T extends KubernetesObject> {
   async stop(): Promise<void> {
     this.#stopped = true;
     this.#synced = false;
+    this.#generation++;
     clearTimeout(this.#restartTimer);
+    clearTimeout(this.#silenceTimer);
     await this.#listWatch?.stop();
   }
 }

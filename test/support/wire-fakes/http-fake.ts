@@ -12,9 +12,11 @@ import type { AddressInfo, Socket } from "node:net";
  * - reset: the socket is destroyed before any byte is written (connection reset);
  * - slow: the real answer, but only after `slowMs` (set it past the caller's deadline);
  * - status-500: an API-style 500;
- * - garbage: 200 with a body that is not JSON.
+ * - garbage: 200 with a body that is not JSON;
+ * - hang: the request is read and never answered, its connection left open (a server that
+ *   accepts and then stalls, as a starting or wedged API server does).
  */
-export type Fault = "healthy" | "reset" | "slow" | "status-500" | "garbage";
+export type Fault = "healthy" | "reset" | "slow" | "status-500" | "garbage" | "hang";
 
 export interface RecordedRequest {
   readonly method: string;
@@ -120,6 +122,8 @@ export abstract class HttpFake {
         return;
       case "garbage":
         res.writeHead(200, { "content-type": "application/json" }).end("\u0000<html>not json{");
+        return;
+      case "hang":
         return;
     }
   }

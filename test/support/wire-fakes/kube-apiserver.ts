@@ -4,8 +4,10 @@
  *  - SubjectAccessReview  `POST /apis/authorization.k8s.io/v1/subjectaccessreviews`
  *  - TokenRequest         `POST /api/v1/namespaces/{ns}/serviceaccounts/{name}/token`
  *  - list and watch       `GET /apis/plugins.fundament.io/v1/plugininstallations[?watch=true]`
+ *  - readiness            `GET /readyz` (200, or 500 naming the failed check while `ready` is false)
  * The watch streams JSON lines from an event log with resource versions; a watch from a compacted
- * version gets the real API server's `ERROR` event with a 410 Status.
+ * version gets the real API server's `ERROR` event with a 410 Status. A watch that asks for
+ * bookmarks gets a `BOOKMARK` every `bookmarkIntervalMs`, as the real watch cache sends them.
  */
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -48,6 +50,14 @@ export class FakeKubeApi extends HttpFake {
     watch: "healthy",
   };
   sarAllowed: (spec: SubjectAccessReviewSpec) => boolean = () => true;
+  /** Set to answer every review with this `status.evaluationError` (an authorizer that failed). */
+  sarEvaluationError: string | undefined = undefined;
+  /** What `/readyz` says: false for a server still starting (its RBAC informers not synced). */
+  ready = true;
+  /** How often a watch that allows bookmarks gets one; undefined sends none. */
+  bookmarkIntervalMs: number | undefined = undefined;
+  /** While true, open watches stay connected but receive nothing: no events, no bookmarks. */
+  watchesSilent = false;
   /** `namespace/name` of every ServiceAccount that exists; TokenRequest for others is a 404. */
   readonly serviceAccounts = new Set<string>();
   /** The lifetime of issued tokens; portcullis refreshes at 80% of it. */
@@ -60,6 +70,7 @@ export class FakeKubeApi extends HttpFake {
   readonly #objects = new Map<string, Record<string, unknown>>();
   readonly #events: WatchEvent[] = [];
   readonly #watchers = new Set<ServerResponse>();
+  readonly #bookmarkTimers = new Set<NodeJS.Timeout>();
 
   /** Watch streams open right now. */
   get watchers(): number {
@@ -106,6 +117,12 @@ export class FakeKubeApi extends HttpFake {
     this.#watchers.clear();
   }
 
+  /** Ends every open watch cleanly, as the API server does when a watch reaches its timeout. */
+  endWatches(): void {
+    for (const w of this.#watchers) w.end();
+    this.#watchers.clear();
+  }
+
   writeKubeconfig(dir: string): string {
     const path = join(dir, `kubeconfig-${this.port}.yaml`);
     writeFileSync(
@@ -139,12 +156,17 @@ export class FakeKubeApi extends HttpFake {
     }
     const url = new URL(req.url ?? "/", "http://fake");
     const token = TOKEN_REQUEST.exec(url.pathname);
-    if (req.method === "POST" && url.pathname === SAR) {
+    if (req.method === "GET" && url.pathname === "/readyz") {
+      if (this.ready) res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+      else res.writeHead(500, { "content-type": "text/plain" }).end("[-]poststarthook/rbac/bootstrap-roles failed: not finished\nreadyz check failed");
+    } else if (req.method === "POST" && url.pathname === SAR) {
       this.answer(this.faults.sar, res, () => this.#review(res, body));
     } else if (req.method === "POST" && token !== null) {
       this.answer(this.faults.tokenRequest, res, () => this.#tokenRequest(res, decodeURIComponent(token[1]!), decodeURIComponent(token[2]!), body));
     } else if (req.method === "GET" && url.pathname === PLUGIN_INSTALLATIONS && url.searchParams.get("watch") === "true") {
-      this.answer(this.faults.watch, res, () => this.#watch(res, Number(url.searchParams.get("resourceVersion") ?? "0")));
+      this.answer(this.faults.watch, res, () =>
+        this.#watch(res, Number(url.searchParams.get("resourceVersion") ?? "0"), url.searchParams.get("allowWatchBookmarks") === "true"),
+      );
     } else if (req.method === "GET" && url.pathname === PLUGIN_INSTALLATIONS) {
       this.answer(this.faults.list, res, () =>
         json(res, 200, {
@@ -163,7 +185,8 @@ export class FakeKubeApi extends HttpFake {
     const review = JSON.parse(body) as { spec: SubjectAccessReviewSpec };
     this.sarSpecs.push(review.spec);
     const allowed = this.sarAllowed(review.spec);
-    json(res, 201, { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec: review.spec, status: { allowed } });
+    const evaluationError = this.sarEvaluationError === undefined ? {} : { evaluationError: this.sarEvaluationError };
+    json(res, 201, { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", spec: review.spec, status: { allowed, ...evaluationError } });
   }
 
   #tokenRequest(res: ServerResponse, namespace: string, name: string, body: string): void {
@@ -181,7 +204,7 @@ export class FakeKubeApi extends HttpFake {
     });
   }
 
-  #watch(res: ServerResponse, from: number): void {
+  #watch(res: ServerResponse, from: number, bookmarks: boolean): void {
     if (from < this.#compactedBefore) {
       this.#gone(res);
       return;
@@ -189,9 +212,28 @@ export class FakeKubeApi extends HttpFake {
     res.writeHead(200, { "content-type": "application/json", "transfer-encoding": "chunked" });
     res.flushHeaders();
     this.longLived(res);
-    for (const e of this.#events) if (e.rv > from) res.write(line(e));
+    for (const e of this.#events) if (e.rv > from && !this.watchesSilent) res.write(line(e));
     this.#watchers.add(res);
-    res.on("close", () => this.#watchers.delete(res));
+    const interval = this.bookmarkIntervalMs;
+    const timer = bookmarks && interval !== undefined ? setInterval(() => this.#bookmark(res), interval) : undefined;
+    if (timer !== undefined) this.#bookmarkTimers.add(timer);
+    res.on("close", () => {
+      this.#watchers.delete(res);
+      clearInterval(timer);
+      if (timer !== undefined) this.#bookmarkTimers.delete(timer);
+    });
+  }
+
+  #bookmark(res: ServerResponse): void {
+    if (this.watchesSilent || res.destroyed) return;
+    const object = { apiVersion: "plugins.fundament.io/v1", kind: "PluginInstallation", metadata: { resourceVersion: String(this.#rv) } };
+    res.write(`${JSON.stringify({ type: "BOOKMARK", object })}\n`);
+  }
+
+  override async stop(): Promise<void> {
+    for (const t of this.#bookmarkTimers) clearInterval(t);
+    this.#bookmarkTimers.clear();
+    await super.stop();
   }
 
   #gone(res: ServerResponse): void {
@@ -206,6 +248,7 @@ export class FakeKubeApi extends HttpFake {
 
   #emit(event: WatchEvent): void {
     this.#events.push(event);
+    if (this.watchesSilent) return;
     for (const w of this.#watchers) w.write(line(event));
   }
 

@@ -1,0 +1,138 @@
+/**
+ * A watch that stops talking without an error (issue 11): an API server that accepts connections
+ * and never answers, a stream that goes quiet after some events, a server that ends the watch and
+ * then stalls. client-node's ListWatch reconnects from such ends without an error, so the index
+ * must notice by itself: past the inactivity bound it is unsynced and the cluster's checks answer
+ * 503 dependency-unavailable until a list succeeds again. A quiet but healthy watch, which hears
+ * bookmarks, stays synced. The REAL index and client-node talk to the wire-level fake.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { InstallationIndex } from "../../src/kube/installation-index.ts";
+import { startTestServer, type TestServer } from "../support/server.ts";
+import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
+import { FakeOpenFga } from "../support/wire-fakes/openfga.ts";
+import { until, wiredConfig } from "../support/wire-fakes/wired.ts";
+import { ids, PINNED_HASH, pluginToken } from "../support/tokens.ts";
+
+const INACTIVITY_MS = 400;
+const BOOKMARK_MS = 100;
+const PODS = `/clusters/${ids.cluster}/api/v1/namespaces/team-a/pods`;
+
+let dir: string;
+let kube: FakeKubeApi;
+let openfga: FakeOpenFga;
+let ports: Ports;
+let index: InstallationIndex;
+let server: TestServer;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "portcullis-watch-silence-"));
+  openfga = await new FakeOpenFga().start();
+  kube = await new FakeKubeApi().start();
+  kube.put({ uid: ids.installation, name: "cert-manager", definitionHash: PINNED_HASH });
+  kube.serviceAccounts.add("plugin-cert-manager/plugin-cert-manager");
+  const config = wiredConfig(openfga, kube.writeKubeconfig(dir));
+  ports = await connectPorts(config, pino({ level: "silent" }));
+  // The index under test, with a bound short enough for a test; the server asks it, not the app's.
+  index = new InstallationIndex(ports.clusters.all(), { logger: pino({ level: "silent" }), inactivityMs: INACTIVITY_MS, initialBackoffMs: 50, maxBackoffMs: 200 });
+  void index.start();
+  server = await startTestServer({ ...ports, installations: index }, config);
+});
+
+afterAll(async () => {
+  await server.stop();
+  await index.stop();
+  await ports.stop();
+  await Promise.all([openfga.stop(), kube.stop()]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  Object.assign(kube.faults, { sar: "healthy", tokenRequest: "healthy", list: "healthy", watch: "healthy" });
+  kube.watchesSilent = false;
+  kube.bookmarkIntervalMs = BOOKMARK_MS;
+  kube.endWatches();
+  await until(() => answers(), 5_000, "the index to be synced");
+});
+
+function answers(): boolean {
+  try {
+    index.byUid(ids.cluster, ids.installation);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function pluginCheck() {
+  return server.check({ path: PODS, headers: { authorization: `Bearer ${await pluginToken()}` }, policy: "kube-api-proxy" });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Drops every connection (hung ones included) and listens again: the server is healthy from here. */
+async function heal(): Promise<void> {
+  Object.assign(kube.faults, { list: "healthy", watch: "healthy" });
+  kube.watchesSilent = false;
+  await kube.down();
+  await kube.up();
+}
+
+describe("a watch that stops talking", () => {
+  it("asks for bookmarks, and a quiet watch that hears them stays synced well past the bound", async () => {
+    const watchUrls = kube.requests.filter((r) => r.url.includes("watch=true")).map((r) => new URL(r.url, "http://x"));
+    expect(watchUrls.length).toBeGreaterThan(0);
+    expect(watchUrls.every((u) => u.searchParams.get("allowWatchBookmarks") === "true")).toBe(true);
+    const lists = kube.requests.filter((r) => r.method === "GET" && !r.url.includes("watch=true")).length;
+    for (let elapsed = 0; elapsed < INACTIVITY_MS * 4; elapsed += 50) {
+      expect(answers()).toBe(true);
+      await sleep(50);
+    }
+    expect(await pluginCheck()).toMatchObject({ allowed: true });
+    // No relist either: bookmarks alone kept the one watch alive.
+    expect(kube.requests.filter((r) => r.method === "GET" && !r.url.includes("watch=true")).length).toBe(lists);
+  });
+
+  it.each([
+    {
+      name: "the stream goes silent after some events, and every new request hangs",
+      stall: () => {
+        kube.put({ uid: ids.otherInstallation, name: "grafana", definitionHash: PINNED_HASH });
+        kube.watchesSilent = true;
+        Object.assign(kube.faults, { list: "hang", watch: "hang" });
+      },
+    },
+    {
+      name: "the server ends the watch cleanly, then accepts the reconnect and never answers",
+      stall: () => {
+        Object.assign(kube.faults, { list: "hang", watch: "hang" });
+        kube.endWatches();
+      },
+    },
+    {
+      name: "the server ends the watch cleanly, then lists but never answers the watch",
+      stall: () => {
+        kube.faults.watch = "hang";
+        kube.endWatches();
+      },
+    },
+  ])("$name: unsynced within the bound, 503 until a list succeeds again", async ({ stall }) => {
+    const stalled = performance.now();
+    stall();
+    const noticedInMs = await until(() => !answers(), INACTIVITY_MS * 3, "the index to notice the stalled watch");
+    expect(noticedInMs).toBeLessThan(INACTIVITY_MS * 2 + 500);
+    // Stays unsynced while the server stays stalled: no answer is served from the frozen view.
+    for (let elapsed = 0; elapsed < INACTIVITY_MS * 3; elapsed += 100) {
+      expect(await pluginCheck()).toMatchObject({ allowed: false, http: 503, reason: "dependency-unavailable" });
+      await sleep(100);
+    }
+    await heal();
+    await until(async () => (await pluginCheck()).allowed, 5_000, "a relist to resync the index");
+    expect(performance.now() - stalled).toBeGreaterThan(INACTIVITY_MS);
+  });
+});
