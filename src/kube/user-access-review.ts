@@ -2,10 +2,13 @@
  * The user half of user ∩ plugin (FUN-17 §4): a SubjectAccessReview on the target cluster for the
  * user's per-user ServiceAccount. Answers are cached per full review (cluster, user, attributes)
  * with separate allow and deny TTLs; concurrent identical misses share one review; errors are
- * never cached.
+ * never cached. A review the API server could not evaluate, and a denial from a server that is not
+ * ready (api-server-readiness.ts), are errors: 503, never a cached user-sar-denied.
  */
-import { AuthorizationV1Api, type V1SubjectAccessReview } from "@kubernetes/client-node";
+import { hash } from "node:crypto";
+import { AuthorizationV1Api, type V1SubjectAccessReview, type V1SubjectAccessReviewStatus } from "@kubernetes/client-node";
 import { LRUCache } from "lru-cache";
+import { ApiServerReadiness } from "./api-server-readiness.ts";
 import type { Clusters } from "./clusters.ts";
 import { serviceAccountSubject, userServiceAccount } from "./service-accounts.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
@@ -31,6 +34,7 @@ export class SubjectAccessReviews implements UserAccessReview {
   readonly #cache: LRUCache<string, boolean, Review>;
 
   constructor(clusters: Clusters, options: UserAccessReviewOptions) {
+    const readiness = new ApiServerReadiness(clusters, { timeoutMs: options.timeoutMs });
     const apis = new Map(clusters.all().map((c) => [c.id, { cluster: c, api: c.kubeConfig.makeApiClient(AuthorizationV1Api) }]));
     this.#cache = new LRUCache<string, boolean, Review>({
       max: options.maxEntries,
@@ -41,9 +45,14 @@ export class SubjectAccessReviews implements UserAccessReview {
         const review = await withDeadline(SAR_DEPENDENCY, options.timeoutMs, (signal) =>
           target.api.createSubjectAccessReview({ body: context.body }, target.cluster.callOptions(signal)),
         );
-        const allowed = review.status?.allowed === true && review.status.denied !== true;
-        entry.ttl = allowed ? options.allowTtlMs : options.denyTtlMs;
-        return allowed;
+        const verdict = verdictOf(review.status);
+        // Thrown, so never cached: the review did not reach a decision that can be trusted.
+        if (verdict === "unevaluated") throw new DependencyUnavailable(SAR_DEPENDENCY, "the API server could not evaluate the review");
+        if (verdict === "denied" && !(await readiness.ready(context.clusterId))) {
+          throw new DependencyUnavailable(SAR_DEPENDENCY, "denied by an API server that is not ready");
+        }
+        entry.ttl = verdict === "allowed" ? options.allowTtlMs : options.denyTtlMs;
+        return verdict === "allowed";
       },
     });
   }
@@ -51,7 +60,7 @@ export class SubjectAccessReviews implements UserAccessReview {
   async allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean> {
     const body = reviewFor(userId, attributes);
     const status: LRUCache.Status<string, boolean> = {};
-    const key = JSON.stringify([clusterId, body.spec]);
+    const key = reviewKey(clusterId, body);
     // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
     const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
     if (hit !== undefined) {
@@ -63,6 +72,24 @@ export class SubjectAccessReviews implements UserAccessReview {
     if (answer === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "no SubjectAccessReview answer");
     return answer;
   }
+}
+
+/**
+ * What a review's status decides. An `evaluationError` means an authorizer failed while deciding
+ * (a webhook down, a rule that could not be resolved): whatever `allowed` says, it is no answer.
+ */
+export function verdictOf(status: V1SubjectAccessReviewStatus | undefined): "allowed" | "denied" | "unevaluated" {
+  if (status === undefined || typeof status.allowed !== "boolean") return "unevaluated";
+  if (status.evaluationError !== undefined && status.evaluationError !== "") return "unevaluated";
+  return status.allowed && status.denied !== true ? "allowed" : "denied";
+}
+
+/**
+ * The cache key of one review: the SHA-256 of its canonical form (cluster and the whole spec). The
+ * spec carries what the URL named, which a caller shapes; hashed, every key is 43 characters.
+ */
+export function reviewKey(clusterId: string, review: V1SubjectAccessReview): string {
+  return hash("sha256", JSON.stringify([clusterId, review.spec]), "base64url");
 }
 
 /** The SubjectAccessReview the API server would evaluate for the user's ServiceAccount making this request. */

@@ -43,7 +43,8 @@ const TOKEN_REQUEST = /^\/api\/v1\/namespaces\/([^/]+)\/serviceaccounts\/([^/]+)
 export class FakeKubeApi extends HttpFake {
   /** portcullis's own credential for this API server; requests without it get 401. */
   readonly bearer = `kubeconfig-${randomBytes(16).toString("hex")}`;
-  readonly faults: { sar: Fault; tokenRequest: Fault; list: Fault; watch: Fault } = {
+  readonly faults: { sar: Fault; tokenRequest: Fault; list: Fault; watch: Fault; readyz: Fault } = {
+    readyz: "healthy",
     sar: "healthy",
     tokenRequest: "healthy",
     list: "healthy",
@@ -157,8 +158,10 @@ export class FakeKubeApi extends HttpFake {
     const url = new URL(req.url ?? "/", "http://fake");
     const token = TOKEN_REQUEST.exec(url.pathname);
     if (req.method === "GET" && url.pathname === "/readyz") {
-      if (this.ready) res.writeHead(200, { "content-type": "text/plain" }).end("ok");
-      else res.writeHead(500, { "content-type": "text/plain" }).end("[-]poststarthook/rbac/bootstrap-roles failed: not finished\nreadyz check failed");
+      this.answer(this.faults.readyz, res, () => {
+        if (this.ready) res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+        else res.writeHead(500, { "content-type": "text/plain" }).end("[-]poststarthook/rbac/bootstrap-roles failed: not finished\nreadyz check failed");
+      });
     } else if (req.method === "POST" && url.pathname === SAR) {
       this.answer(this.faults.sar, res, () => this.#review(res, body));
     } else if (req.method === "POST" && token !== null) {
