@@ -69,6 +69,10 @@ export const konfidenceSchema = z
           .default("allowList")
           .describe("allowList: only the discovery URLs below; any-https: any https provider a Project names"),
         allowList: z.array(discoveryUrl).default([]),
+        platformAudiences: z
+          .array(z.string().min(1))
+          .default([])
+          .describe("audiences a workload token may carry besides those the Projects' jwks subjects name for its provider"),
         caFile: z.string().min(1).optional().describe("PEM bundle trusted for providers in addition to the system roots"),
         timeoutMs: millis.default(500).describe("per discovery, JWKS or UserInfo request"),
         maxResponseBytes: z.number().int().min(1024).default(262_144),
@@ -77,8 +81,14 @@ export const konfidenceSchema = z
         jwksMaxAgeMs: millis.default(600_000).describe("keys, and tokens verified with them, are rechecked after this"),
         clockToleranceSeconds: z.number().int().min(0).max(300).default(5),
         verifiedCacheMaxEntries: z.number().int().positive().default(20_000),
+        failureBackoffInitialMs: millis.default(1_000).describe("after a provider's discovery or JWKS fetch fails, no fetch to it for this long"),
+        failureBackoffMaxMs: millis.default(30_000).describe("each further failure doubles the pause, up to this"),
       })
       .strict()
+      .refine((p) => p.failureBackoffInitialMs <= p.failureBackoffMaxMs, {
+        message: "failureBackoffInitialMs must not exceed failureBackoffMaxMs",
+        path: ["failureBackoffMaxMs"],
+      })
       .prefault({}),
     session: z
       .object({

@@ -140,7 +140,8 @@ export class OidcProviders implements WorkloadTokens {
     if (typeof payload.sub !== "string") throw new TokenRejected("sub is not a string");
     const aud = payload.aud;
     const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud.filter((a) => typeof a === "string") : [];
-    return { token: { sub: payload.sub, audiences, claims: payload }, exp: payload.exp! };
+    // jwtVerify checked that `iss` is the issuer the discovery document names.
+    return { token: { issuer: provider.issuer, sub: payload.sub, audiences, claims: payload }, exp: payload.exp! };
   }
 
   async #discover(endpoint: string): Promise<Provider> {

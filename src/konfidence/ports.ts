@@ -21,10 +21,18 @@ export interface ProjectLookup {
    * portcullis fetch anything. Throws DependencyUnavailable while the index has not synced.
    */
   namesProvider(endpoint: string): boolean;
+  /**
+   * Whether a valid jwks subject of any Project names this provider together with one of these
+   * audiences: a token minted for another service is no Konfidence identity, even where no role is
+   * needed. Throws DependencyUnavailable while the index has not synced.
+   */
+  namesAudience(endpoint: string, audiences: readonly string[]): boolean;
 }
 
 /** A token whose signature, issuer and lifetime one OIDC provider vouched for. */
 export interface VerifiedToken {
+  /** The `iss` the provider's discovery document names, which the token carries. */
+  readonly issuer: string;
   readonly sub: string;
   readonly audiences: readonly string[];
   /** Every claim of the payload, for claim globs. */
@@ -39,7 +47,7 @@ export interface WorkloadTokens {
 }
 
 export type SessionVerification =
-  | { readonly ok: true; readonly sub: string; readonly groups: ReadonlySet<string> }
+  | { readonly ok: true; readonly issuer: string; readonly sub: string; readonly groups: ReadonlySet<string> }
   | { readonly ok: false; readonly detail: string };
 
 /** Interactive users' session credentials, from the platform's single OIDC provider. */

@@ -34,10 +34,11 @@ export function compileProject(obj: ProjectObject, trusts: ProviderTrust): { pro
   return { project: { name, bindings }, problems };
 }
 
-/** Compiled Projects by name, and how many Projects name each provider. */
+/** Compiled Projects by name, and how many jwks subjects name each (provider, audience). */
 export class ProjectStore implements IndexStore<ProjectObject> {
   readonly #byName = new Map<string, CompiledProject>();
-  readonly #providerUses = new Map<string, number>();
+  /** provider (discovery endpoint) → audience → number of jwks subjects naming both. */
+  readonly #audienceUses = new Map<string, Map<string, number>>();
   readonly #trusts: ProviderTrust;
   readonly #report: (project: string, problems: readonly BindingProblem[]) => void;
 
@@ -55,7 +56,12 @@ export class ProjectStore implements IndexStore<ProjectObject> {
   }
 
   namesProvider(endpoint: string): boolean {
-    return this.#providerUses.has(endpoint);
+    return this.#audienceUses.has(endpoint);
+  }
+
+  namesAudience(endpoint: string, audiences: readonly string[]): boolean {
+    const named = this.#audienceUses.get(endpoint);
+    return named !== undefined && audiences.some((audience) => named.has(audience));
   }
 
   put(obj: ProjectObject): void {
@@ -64,7 +70,7 @@ export class ProjectStore implements IndexStore<ProjectObject> {
     const { project, problems } = compiled;
     this.#forget(project.name);
     this.#byName.set(project.name, project);
-    for (const endpoint of project.bindings.jwks.keys()) this.#providerUses.set(endpoint, (this.#providerUses.get(endpoint) ?? 0) + 1);
+    this.#count(project, +1);
     if (problems.length > 0) this.#report(project.name, problems);
   }
 
@@ -74,17 +80,26 @@ export class ProjectStore implements IndexStore<ProjectObject> {
 
   clear(): void {
     this.#byName.clear();
-    this.#providerUses.clear();
+    this.#audienceUses.clear();
   }
 
   #forget(name: string): void {
     const old = this.#byName.get(name);
     if (old === undefined) return;
     this.#byName.delete(name);
-    for (const endpoint of old.bindings.jwks.keys()) {
-      const uses = (this.#providerUses.get(endpoint) ?? 1) - 1;
-      if (uses === 0) this.#providerUses.delete(endpoint);
-      else this.#providerUses.set(endpoint, uses);
+    this.#count(old, -1);
+  }
+
+  #count(project: CompiledProject, delta: 1 | -1): void {
+    for (const [endpoint, subjects] of project.bindings.jwks) {
+      const named = this.#audienceUses.get(endpoint) ?? new Map<string, number>();
+      for (const { subject } of subjects) {
+        const uses = (named.get(subject.audience) ?? 0) + delta;
+        if (uses <= 0) named.delete(subject.audience);
+        else named.set(subject.audience, uses);
+      }
+      if (named.size === 0) this.#audienceUses.delete(endpoint);
+      else this.#audienceUses.set(endpoint, named);
     }
   }
 }
@@ -136,6 +151,11 @@ export class ProjectIndex implements ProjectLookup {
   namesProvider(endpoint: string): boolean {
     this.#requireSynced();
     return this.#store.namesProvider(endpoint);
+  }
+
+  namesAudience(endpoint: string, audiences: readonly string[]): boolean {
+    this.#requireSynced();
+    return this.#store.namesAudience(endpoint, audiences);
   }
 
   #requireSynced(): void {

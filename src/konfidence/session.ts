@@ -62,7 +62,7 @@ export class OidcSessions implements SessionTokens {
   async verify(token: string): Promise<SessionVerification> {
     const verified = await this.#providers.verify(this.#options.endpoint, token);
     if (!verified.ok) return verified;
-    const { sub, audiences, claims } = verified.token;
+    const { issuer, sub, audiences, claims } = verified.token;
     if (!audiences.includes(this.#options.audience)) return { ok: false, detail: "the session token is for another audience" };
     let groups = claims[this.#options.groupsClaim];
     if (groups === undefined && this.#options.userInfo) {
@@ -73,9 +73,9 @@ export class OidcSessions implements SessionTokens {
         throw err;
       }
     }
-    if (groups === undefined) return { ok: true, sub, groups: new Set() };
+    if (groups === undefined) return { ok: true, issuer, sub, groups: new Set() };
     if (!isStringArray(groups)) return { ok: false, detail: `claim ${this.#options.groupsClaim} is not a list of strings` };
-    return { ok: true, sub, groups: new Set(groups) };
+    return { ok: true, issuer, sub, groups: new Set(groups) };
   }
 
   async #fromUserInfo(request: UserInfoRequest): Promise<readonly string[]> {

@@ -93,6 +93,7 @@ export function konfidencePolicy(config: KonfidenceConfig, ports: KonfidencePort
     permissions: compilePermissions(config.permissions as PermissionMatrix),
     projects: ports.projects,
     workloadTokens: ports.workloadTokens,
+    platformAudiences: config.providers.platformAudiences,
     ...(s === undefined || ports.sessions === undefined
       ? {}
       : { session: { tokens: ports.sessions, credential: s.cookie !== undefined ? { cookie: s.cookie } : { header: s.header! } } }),

@@ -25,6 +25,7 @@ describe("konfidence configuration", () => {
       providers: {
         trust: "allowList",
         allowList: [],
+        platformAudiences: [],
         timeoutMs: 500,
         maxResponseBytes: 262_144,
         discoveryTtlMs: 3_600_000,
@@ -32,6 +33,8 @@ describe("konfidence configuration", () => {
         jwksMaxAgeMs: 600_000,
         clockToleranceSeconds: 5,
         verifiedCacheMaxEntries: 20_000,
+        failureBackoffInitialMs: 1_000,
+        failureBackoffMaxMs: 30_000,
       },
       permissions: DEFAULT_PERMISSIONS,
       routes: DEFAULT_ROUTES,

@@ -46,6 +46,7 @@ function world(projects: number) {
     projects: {
       byName: (name) => (counts.projectLookups++, store.byName(name)),
       namesProvider: (endpoint) => store.namesProvider(endpoint),
+      namesAudience: (endpoint, audiences) => store.namesAudience(endpoint, audiences),
     },
     workloadTokens: {
       verify: async (_endpoint, token) => {
@@ -57,7 +58,7 @@ function world(projects: number) {
             return Reflect.get(target, key, receiver);
           },
         });
-        return { ok: true, token: { sub: String(claims["sub"]), audiences: [String(claims["aud"])], claims: counted } };
+        return { ok: true, token: { issuer: String(claims["iss"]), sub: String(claims["sub"]), audiences: [String(claims["aud"])], claims: counted } };
       },
     },
     session: {
@@ -66,7 +67,7 @@ function world(projects: number) {
         verify: async (token) => {
           counts.sessionVerifications++;
           const claims = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { sub: string; groups: string[] };
-          return { ok: true, sub: claims.sub, groups: new CountingSet(claims.groups, counts) };
+          return { ok: true, issuer: "https://login.platform.example", sub: claims.sub, groups: new CountingSet(claims.groups, counts) };
         },
       },
     },
@@ -125,7 +126,11 @@ describe("a check's cost does not depend on the number of other Projects", () =>
   it("decides as the roleBindings say, in both sizes", async () => {
     const results = await Promise.all(scenarios.map(async (s) => (await measure(1_000, s.run)).decision));
     expect(results).toEqual([
-      { "x-konfidence-subject": "repo:acme/project-0007-app:ref:refs/heads/main", "x-konfidence-roles": "dev" },
+      {
+        "x-konfidence-issuer": "https://gitlab.example.com",
+        "x-konfidence-subject": "repo:acme/project-0007-app:ref:refs/heads/main",
+        "x-konfidence-roles": "dev",
+      },
       "no-role",
       "role-denied",
       "no-role",

@@ -12,6 +12,9 @@ import { FakeWorld } from "../support/fakes.ts";
 
 export const GITHUB_ISSUER = "https://token.actions.githubusercontent.com";
 export const GITHUB = `${GITHUB_ISSUER}/.well-known/openid-configuration`;
+/** A second allow-listed workload provider. */
+export const CI_NET_ISSUER = "https://ci.example.net";
+export const CI_NET = `${CI_NET_ISSUER}/.well-known/openid-configuration`;
 export const PLATFORM_ISSUER = "https://login.platform.example";
 export const PLATFORM = `${PLATFORM_ISSUER}/.well-known/openid-configuration`;
 export const AUD = "https://konfidence.example/api";
@@ -48,6 +51,10 @@ export class FakeKonfidence implements KonfidencePorts {
       this.#requireSynced();
       return this.store.namesProvider(endpoint);
     },
+    namesAudience: (endpoint, audiences) => {
+      this.#requireSynced();
+      return this.store.namesAudience(endpoint, audiences);
+    },
   };
 
   /** A token verifies unless it carries `"fake": "reject"`. */
@@ -58,7 +65,8 @@ export class FakeKonfidence implements KonfidencePorts {
       const claims = decodeJwt(token) as Record<string, unknown>;
       if (claims["fake"] === "reject") return { ok: false, detail: "signature does not verify (fake)" };
       const aud = claims["aud"];
-      return { ok: true, token: { sub: String(claims["sub"]), audiences: typeof aud === "string" ? [aud] : ((aud as string[]) ?? []), claims } };
+      const audiences = typeof aud === "string" ? [aud] : ((aud as string[]) ?? []);
+      return { ok: true, token: { issuer: String(claims["iss"]), sub: String(claims["sub"]), audiences, claims } };
     },
   };
 
@@ -68,7 +76,7 @@ export class FakeKonfidence implements KonfidencePorts {
       if (this.unavailable.has(PLATFORM)) throw new DependencyUnavailable("oidc-provider", "down (fake)");
       const claims = decodeJwt(token) as Record<string, unknown>;
       if (claims["fake"] === "reject") return { ok: false, detail: "signature does not verify (fake)" };
-      return { ok: true, sub: String(claims["sub"]), groups: new Set((claims["groups"] as string[]) ?? []) };
+      return { ok: true, issuer: PLATFORM_ISSUER, sub: String(claims["sub"]), groups: new Set((claims["groups"] as string[]) ?? []) };
     },
   };
 
@@ -86,5 +94,5 @@ export class FakeKonfidence implements KonfidencePorts {
 
 /** The whole world of fakes, with Konfidence ports. */
 export class KonfidenceWorld extends FakeWorld {
-  konfidence = new FakeKonfidence((endpoint) => endpoint === GITHUB);
+  konfidence = new FakeKonfidence((endpoint) => endpoint === GITHUB || endpoint === CI_NET);
 }

@@ -6,13 +6,17 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
-import { AUD, GITHUB, GITHUB_ISSUER, KonfidenceWorld, mintToken, PLATFORM, PLATFORM_ISSUER, project } from "./fakes.ts";
+import { AUD, CI_NET, CI_NET_ISSUER, GITHUB, GITHUB_ISSUER, KonfidenceWorld, mintToken, PLATFORM, PLATFORM_ISSUER, project } from "./fakes.ts";
 
 const OVERWRITE = ["OVERWRITE_IF_EXISTS_OR_ADD"];
 const GITLAB = "https://gitlab.example.com/.well-known/openid-configuration";
+/** Named by project beta's jwks subject, for CI_NET only. */
+const BETA_AUD = "https://beta.example/api";
+const PLATFORM_AUD = "https://konfidence.example/platform";
+const SESSION_ISSUER = `session:${PLATFORM_ISSUER}`;
 
 const konfidenceConfig = {
-  providers: { allowList: [GITHUB] },
+  providers: { allowList: [GITHUB, CI_NET], platformAudiences: [PLATFORM_AUD] },
   session: { discoveryUrl: PLATFORM, audience: "konfidence-ui", cookie: "kden-session" },
 };
 
@@ -32,7 +36,11 @@ beforeAll(async () => {
       ],
     }),
   );
-  world.konfidence.store.put(project("beta", { dev: [{ session: { memberOf: ["beta-devs"] } }] }));
+  world.konfidence.store.put(
+    project("beta", {
+      dev: [{ session: { memberOf: ["beta-devs"] } }, { jwks: { endpoint: CI_NET, audience: BETA_AUD, claims: { sub: "beta:*" } } }],
+    }),
+  );
   server = await startTestServer(world, testConfig({ konfidence: konfidenceConfig }));
 });
 afterAll(async () => server.stop());
@@ -58,13 +66,14 @@ describe("konfidence-api: allowed requests, whole responses", () => {
       ...(await session("ada", ["alpha-devs", "staff"])),
       "x-konfidence-roles": "admin",
       "x-konfidence-subject": "root",
+      "x-konfidence-issuer": GITHUB_ISSUER,
       "x-konfidence-project": "beta",
       "x-fundament-user-id": "smuggled",
     });
     expect(res).toEqual({
       allowed: true,
       grpc: 0,
-      set: { "x-konfidence-subject": "ada", "x-konfidence-roles": "dev" },
+      set: { "x-konfidence-issuer": SESSION_ISSUER, "x-konfidence-subject": "ada", "x-konfidence-roles": "dev" },
       appendActions: OVERWRITE,
       removed: ["x-fundament-user-id", "x-konfidence-project"],
     });
@@ -76,7 +85,7 @@ describe("konfidence-api: allowed requests, whole responses", () => {
     expect(res).toEqual({
       allowed: true,
       grpc: 0,
-      set: { "x-konfidence-subject": "repo:acme/app:ref:refs/heads/main", "x-konfidence-roles": "dev" },
+      set: { "x-konfidence-issuer": GITHUB_ISSUER, "x-konfidence-subject": "repo:acme/app:ref:refs/heads/main", "x-konfidence-roles": "dev" },
       appendActions: OVERWRITE,
       removed: [],
     });
@@ -95,13 +104,19 @@ describe("konfidence-api: allowed requests, whole responses", () => {
 
   it("the project list is open to any authenticated caller, even one without any role", async () => {
     const res = await check("/api/v1/projects", { ...(await session("nobody", [])), "x-konfidence-roles": "admin" });
-    expect(res).toEqual({ allowed: true, grpc: 0, set: { "x-konfidence-subject": "nobody" }, appendActions: OVERWRITE, removed: ["x-konfidence-roles"] });
+    expect(res).toEqual({
+      allowed: true,
+      grpc: 0,
+      set: { "x-konfidence-issuer": SESSION_ISSUER, "x-konfidence-subject": "nobody" },
+      appendActions: OVERWRITE,
+      removed: ["x-konfidence-roles"],
+    });
     expect(world.konfidence.calls).toEqual(["session"]);
   });
 
   it("the login flow is public, and still cannot smuggle identity headers", async () => {
-    const res = await check("/api/v1/login?return_url=https://ui.example/", { "x-konfidence-subject": "root" });
-    expect(res).toEqual({ allowed: true, grpc: 0, set: {}, appendActions: [], removed: ["x-konfidence-subject"] });
+    const res = await check("/api/v1/login?return_url=https://ui.example/", { "x-konfidence-subject": "root", "x-konfidence-issuer": GITHUB_ISSUER });
+    expect(res).toEqual({ allowed: true, grpc: 0, set: {}, appendActions: [], removed: ["x-konfidence-issuer", "x-konfidence-subject"] });
   });
 
   it("HEAD is authorized as GET", async () => {
@@ -138,7 +153,9 @@ describe("konfidence-api: denials (DESIGN denials table)", () => {
     // 404 / 403: what may the caller do here?
     { name: "missing project", path: "/api/v1/projects/nope/stages", headers: () => session("ada", ["alpha-devs"]), http: 404, grpc: 5, reason: "project-not-found" },
     { name: "no role: a member of another project's group", headers: () => session("bob", ["beta-devs"]), http: 403, grpc: 7, reason: "no-role" },
-    { name: "no role: the right repo with the wrong audience", headers: () => workload("repo:acme/app:x", { aud: "https://other.example" }), http: 403, grpc: 7, reason: "no-role" },
+    { name: "the right repo with an audience no Project names: no Konfidence identity", headers: () => workload("repo:acme/app:x", { aud: "https://other.example" }), http: 401, grpc: 16, reason: "wrong-audience" },
+    { name: "an audience no Project names comes before 404: no probing for projects", path: "/api/v1/projects/nope/stages", headers: () => workload("repo:acme/app:x", { aud: "https://other.example" }), http: 401, grpc: 16, reason: "wrong-audience" },
+    { name: "no role: a token for another Project's audience", headers: async () => ({ authorization: `Bearer ${await mintToken({ iss: CI_NET_ISSUER, aud: BETA_AUD, sub: "beta:deploy" })}` }), http: 403, grpc: 7, reason: "no-role" },
     { name: "no role: the right repo on another branch pattern", headers: () => workload("repo:acme/app:x", { ref: "refs/tags/v1" }), http: 403, grpc: 7, reason: "no-role" },
     { name: "role lacks the permission: dev approving", path: `${alpha}/vectorPromotions/p-1/approve`, method: "POST", headers: () => session("ada", ["alpha-devs"]), http: 403, grpc: 7, reason: "role-denied" },
     { name: "role lacks the permission: pm changing roleBindings", path: `${alpha}/roleBindings`, method: "PATCH", headers: () => session("pat", ["alpha-pms"]), http: 403, grpc: 7, reason: "role-denied" },
@@ -206,5 +223,92 @@ describe("konfidence-api: a session carried in a header", () => {
     } finally {
       await headerServer.stop();
     }
+  });
+});
+
+describe("konfidence-api: a workload token is a Konfidence identity only with an audience Konfidence names (issue 11, token replay)", () => {
+  const AUTHENTICATED = [
+    { method: "GET", path: "/api/v1/projects" },
+    { method: "GET", path: "/api/v1/identity" },
+    { method: "POST", path: "/api/v1/logout" },
+  ];
+  const bearer = async (claims: Record<string, unknown>) => ({ authorization: `Bearer ${await mintToken(claims)}` });
+  // Tokens from allow-listed providers that some Project names, whose audience names nothing of Konfidence's.
+  const replayed = [
+    { name: "aud=https://evil.example", claims: { iss: GITHUB_ISSUER, aud: "https://evil.example", sub: "repo:mallory/x:ref:refs/heads/main" } },
+    { name: "no aud", claims: { iss: GITHUB_ISSUER, sub: "repo:mallory/x:ref:refs/heads/main" } },
+    { name: "aud=[] ", claims: { iss: GITHUB_ISSUER, aud: [], sub: "repo:mallory/x:ref:refs/heads/main" } },
+    { name: "aud=[evil, another service]", claims: { iss: GITHUB_ISSUER, aud: ["https://evil.example", "sts.amazonaws.com"], sub: "repo:mallory/x" } },
+    { name: "an audience a Project names, but for another provider (beta's, from GitHub)", claims: { iss: GITHUB_ISSUER, aud: BETA_AUD, sub: "beta:x" } },
+    { name: "an audience a Project names, but for another provider (alpha's, from ci.example.net)", claims: { iss: CI_NET_ISSUER, aud: AUD, sub: "repo:acme/app:x" } },
+  ];
+  const attacks = AUTHENTICATED.flatMap((route) => replayed.map((token) => ({ ...route, ...token })));
+
+  it.each(attacks)("$method $path with a token of $name → 401 wrong-audience", async ({ method, path, claims }) => {
+    const res = await check(path, { ...(await bearer(claims)), "x-konfidence-subject": "ada", "x-konfidence-issuer": SESSION_ISSUER }, method);
+    expect(res).toEqual({
+      allowed: false,
+      grpc: 16,
+      http: 401,
+      reason: "wrong-audience",
+      headers: { "content-type": "application/json", "x-portcullis-reason": "wrong-audience", "www-authenticate": "Bearer" },
+      body: { error: { code: "wrong-audience", message: expect.any(String) } },
+    });
+    // The token was verified (its provider is named) before its audience was judged.
+    expect(world.konfidence.calls).toEqual([`verify ${claims.iss === GITHUB_ISSUER ? GITHUB : CI_NET}`]);
+  });
+
+  const accepted = [
+    { name: "the audience alpha's subject names for GitHub", claims: { iss: GITHUB_ISSUER, aud: AUD, sub: "repo:acme/whatever:x" }, issuer: GITHUB_ISSUER },
+    { name: "the audience beta's subject names for ci.example.net", claims: { iss: CI_NET_ISSUER, aud: BETA_AUD, sub: "beta:deploy" }, issuer: CI_NET_ISSUER },
+    { name: "a configured platform audience", claims: { iss: GITHUB_ISSUER, aud: PLATFORM_AUD, sub: "repo:acme/tools:x" }, issuer: GITHUB_ISSUER },
+    { name: "a list holding a named audience among others", claims: { iss: GITHUB_ISSUER, aud: ["https://evil.example", AUD], sub: "repo:acme/app:x" }, issuer: GITHUB_ISSUER },
+  ];
+  it.each(AUTHENTICATED.flatMap((route) => accepted.map((token) => ({ ...route, ...token }))))(
+    "$method $path with a token of $name → allowed, its issuer named",
+    async ({ method, path, claims, issuer }) => {
+      const res = await check(path, { ...(await bearer(claims)), "x-konfidence-issuer": PLATFORM_ISSUER, "x-konfidence-roles": "admin" }, method);
+      expect(res).toEqual({
+        allowed: true,
+        grpc: 0,
+        set: { "x-konfidence-issuer": issuer, "x-konfidence-subject": claims.sub },
+        appendActions: OVERWRITE,
+        removed: ["x-konfidence-roles"],
+      });
+    },
+  );
+
+  it("a workload whose sub equals a session user's is told apart by x-konfidence-issuer", async () => {
+    const asWorkload = await check("/api/v1/identity", await bearer({ iss: GITHUB_ISSUER, aud: AUD, sub: "ada" }));
+    const asSession = await check("/api/v1/identity", await session("ada", []));
+    expect(asWorkload).toMatchObject({ allowed: true, set: { "x-konfidence-issuer": GITHUB_ISSUER, "x-konfidence-subject": "ada" } });
+    expect(asSession).toMatchObject({ allowed: true, set: { "x-konfidence-issuer": SESSION_ISSUER, "x-konfidence-subject": "ada" } });
+  });
+
+  it("a platform audience admits the caller as authenticated, never into a project", async () => {
+    const res = await check(`${alpha}/stages`, await bearer({ iss: GITHUB_ISSUER, aud: PLATFORM_AUD, sub: "repo:acme/app:ref:refs/heads/main", ref: "refs/heads/main" }));
+    expect(res).toMatchObject({ allowed: false, http: 403, reason: "no-role" });
+  });
+
+  it("an audience counts only while a Project names it", async () => {
+    const token = await bearer({ iss: CI_NET_ISSUER, aud: BETA_AUD, sub: "beta:deploy" });
+    const beta = (audience: string) =>
+      project("beta", { dev: [{ session: { memberOf: ["beta-devs"] } }, { jwks: { endpoint: CI_NET, audience, claims: { sub: "beta:*" } } }] });
+    expect(await check("/api/v1/projects", token)).toMatchObject({ allowed: true });
+    world.konfidence.store.put(beta("https://beta-v2.example/api"));
+    try {
+      expect(await check("/api/v1/projects", token)).toMatchObject({ allowed: false, http: 401, reason: "wrong-audience" });
+    } finally {
+      world.konfidence.store.put(beta(BETA_AUD));
+    }
+  });
+
+  it("an issuer that is not safe header text is refused, never passed on", async () => {
+    // Full-width letters: URL parsing maps this iss to GitHub's discovery URL, but the text itself
+    // (which the fake, like a provider whose document names it, vouches for) is not header-safe.
+    const iss = "https://token.actions.githubusercontent.\uff43\uff4f\uff4d";
+    const res = await check("/api/v1/identity", await bearer({ iss, aud: AUD, sub: "repo:acme/app:x" }));
+    expect(res).toMatchObject({ allowed: false, http: 401, reason: "invalid-token" });
+    expect(world.konfidence.calls).toEqual([`verify ${GITHUB}`]);
   });
 });

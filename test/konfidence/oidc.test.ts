@@ -56,7 +56,7 @@ describe("verification through discovery and JWKS", () => {
       const second = await providers.verify(p.endpoint, token);
       expect(first).toEqual({
         ok: true,
-        token: { sub: "repo:acme/app:ref:refs/heads/main", audiences: [AUD], claims: expect.objectContaining({ repository: "acme/app", iss: p.issuer }) },
+        token: { issuer: p.issuer, sub: "repo:acme/app:ref:refs/heads/main", audiences: [AUD], claims: expect.objectContaining({ repository: "acme/app", iss: p.issuer }) },
       });
       expect(second).toEqual(first);
     } finally {
@@ -174,7 +174,7 @@ describe("session identity from the platform provider", () => {
   it("reads groups from the token's claim", async () => {
     const { p, key, s } = await sessions(false);
     const token = await p.sign(key, { sub: "ada", aud: "konfidence-ui", groups: ["project-devs", "staff"] });
-    expect(await s.verify(token)).toEqual({ ok: true, sub: "ada", groups: new Set(["project-devs", "staff"]) });
+    expect(await s.verify(token)).toEqual({ ok: true, issuer: p.issuer, sub: "ada", groups: new Set(["project-devs", "staff"]) });
     expect(p.fetches.userinfo).toBe(0);
   });
 
@@ -182,8 +182,8 @@ describe("session identity from the platform provider", () => {
     const { p, key, s } = await sessions(true);
     p.userInfo.set("ada", { sub: "ada", groups: ["project-pms"] });
     const token = await p.sign(key, { sub: "ada", aud: "konfidence-ui" });
-    expect(await s.verify(token)).toEqual({ ok: true, sub: "ada", groups: new Set(["project-pms"]) });
-    expect(await s.verify(token)).toEqual({ ok: true, sub: "ada", groups: new Set(["project-pms"]) });
+    expect(await s.verify(token)).toEqual({ ok: true, issuer: p.issuer, sub: "ada", groups: new Set(["project-pms"]) });
+    expect(await s.verify(token)).toEqual({ ok: true, issuer: p.issuer, sub: "ada", groups: new Set(["project-pms"]) });
     expect(p.fetches.userinfo).toBe(1);
   });
 

@@ -54,11 +54,39 @@ describe("ProjectStore", () => {
     expect([s.size, s.namesProvider(GITLAB)]).toEqual([0, false]);
   });
 
+  it("counts the audiences jwks subjects name per provider, through updates and deletes", () => {
+    const { s } = store();
+    const subject = (endpoint: string, audience: string) => ({ jwks: { endpoint, audience, claims: { sub: "repo:acme/*" } } });
+    s.put(project("alpha", { dev: [subject(GITHUB, AUD), subject(GITHUB, "https://a.example")], pm: [subject(GITHUB, AUD)] }));
+    s.put(project("beta", { dev: [subject(GITLAB, "https://b.example")] }));
+    const named = () =>
+      [
+        [GITHUB, [AUD]],
+        [GITHUB, ["https://a.example"]],
+        [GITHUB, ["https://b.example"]],
+        [GITLAB, ["https://b.example"]],
+        [GITLAB, [AUD]],
+        [GITHUB, ["https://evil.example", AUD]],
+        [GITHUB, []],
+      ].map(([e, a]) => s.namesAudience(e as string, a as string[]));
+    expect(named()).toEqual([true, true, false, true, false, true, false]);
+
+    // Two subjects of alpha name (GitHub, AUD): dropping one keeps it named.
+    s.put(project("alpha", { dev: [subject(GITHUB, AUD)] }));
+    expect(named()).toEqual([true, false, false, true, false, true, false]);
+    s.remove(project("alpha", {}));
+    expect(named()).toEqual([false, false, false, true, false, false, false]);
+    expect(s.namesProvider(GITHUB)).toBe(false);
+    s.clear();
+    expect(named().some(Boolean)).toBe(false);
+  });
+
   it("never counts a provider that only invalid or untrusted subjects name", () => {
     const { s } = store();
     s.put(project("alpha", { dev: [jwks("https://untrusted.example/.well-known/openid-configuration"), { jwks: { endpoint: GITLAB, audience: AUD, claims: {} } }] }));
     expect(s.namesProvider("https://untrusted.example/.well-known/openid-configuration")).toBe(false);
     expect(s.namesProvider(GITLAB)).toBe(false);
+    expect(s.namesAudience("https://untrusted.example/.well-known/openid-configuration", [AUD])).toBe(false);
   });
 
   it("reports entries that never match each time their Project arrives; the valid ones still work", () => {

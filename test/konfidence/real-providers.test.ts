@@ -57,7 +57,7 @@ beforeAll(async () => {
     }),
   );
   const world = new RealOidcWorld({
-    projects: { byName: (name) => store.byName(name), namesProvider: (e) => store.namesProvider(e) },
+    projects: { byName: (name) => store.byName(name), namesProvider: (e) => store.namesProvider(e), namesAudience: (e, a) => store.namesAudience(e, a) },
     workloadTokens: verifiers.workloadTokens,
     sessions: verifiers.sessions!,
   });
@@ -79,7 +79,7 @@ describe("konfidence-api with real OIDC providers", () => {
     expect(await check("/api/v1/projects/alpha/stages", { authorization: `Bearer ${token}` })).toEqual({
       allowed: true,
       grpc: 0,
-      set: { "x-konfidence-subject": "repo:acme/app:ref:refs/heads/main", "x-konfidence-roles": "dev" },
+      set: { "x-konfidence-issuer": ci.issuer, "x-konfidence-subject": "repo:acme/app:ref:refs/heads/main", "x-konfidence-roles": "dev" },
       appendActions: ["OVERWRITE_IF_EXISTS_OR_ADD"],
       removed: [],
     });
@@ -89,7 +89,7 @@ describe("konfidence-api with real OIDC providers", () => {
     const token = await platform.sign(platformKey, { sub: "ada", aud: "konfidence-ui", groups: ["alpha-pms"] });
     expect(await check("/api/v1/projects/alpha/vectorPromotions/p-1/approve", { cookie: `kden-session=${token}` }, "POST")).toMatchObject({
       allowed: true,
-      set: { "x-konfidence-subject": "ada", "x-konfidence-roles": "pm" },
+      set: { "x-konfidence-issuer": `session:${platform.issuer}`, "x-konfidence-subject": "ada", "x-konfidence-roles": "pm" },
     });
   });
 

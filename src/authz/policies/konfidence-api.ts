@@ -3,9 +3,11 @@
  *  0. the endpoint, from the route table: unknown → 404 `not-found`; public ones (the login flow)
  *     are allowed as they are;
  *  1. the caller's identity: a workload's Bearer token, verified by the provider its `iss` names
- *     (only providers some Project's jwks subject names are ever contacted), or an interactive
- *     user's session credential, verified by the platform's session provider → 401 on failure;
- *     `GET /api/v1/projects` (the list, filtered upstream) needs nothing more;
+ *     (only providers some Project's jwks subject names are ever contacted) and carrying an
+ *     audience some Project's jwks subject names for that provider, or one of the configured
+ *     platform audiences; or an interactive user's session credential, verified by the platform's
+ *     session provider → 401 on failure; the `authenticated` routes (project list, identity,
+ *     logout) need nothing more;
  *  2. resolve the Project by name (`{projectId}` = metadata.name) → 404 `project-not-found`;
  *  3. match the caller against that Project's subjects only; the union of matched roles
  *     → 403 `no-role` when empty;
@@ -17,9 +19,11 @@
  * browsers attach to every request; a Bearer token that fails is a 401, never a fallback to the
  * cookie. A session carried in a header is as explicit as Bearer, so both together are refused.
  *
- * On allow, `x-konfidence-subject` (the token's `sub`) and `x-konfidence-roles` (sorted, comma-
- * separated) are always overwritten, and every other x-konfidence-* / x-fundament-* header the
- * caller sent is removed.
+ * On allow, `x-konfidence-issuer` (a workload token's verified `iss`, an https URL; for a session
+ * user `session:` and the session provider's issuer), `x-konfidence-subject` (the `sub`, unique only
+ * together with the issuer) and, inside a project, `x-konfidence-roles` (sorted, comma-separated)
+ * are always overwritten, and every other x-konfidence-* / x-fundament-* header the caller sent is
+ * removed.
  */
 import { allow, type Decision, type Deny, deny } from "../decision.ts";
 import type { Policy } from "../policy.ts";
@@ -38,17 +42,24 @@ export interface KonfidenceApiDeps {
   readonly permissions: Permissions;
   readonly projects: ProjectLookup;
   readonly workloadTokens: WorkloadTokens;
+  /** Audiences a workload token may carry besides those the Projects' jwks subjects name for its provider. */
+  readonly platformAudiences?: readonly string[];
   /** Absent when no session provider is configured: only workloads can call. */
   readonly session?: { readonly tokens: SessionTokens; readonly credential: SessionCredentialSource };
 }
 
-export const KONFIDENCE_HEADERS = { subject: "x-konfidence-subject", roles: "x-konfidence-roles" } as const;
+export const KONFIDENCE_HEADERS = { issuer: "x-konfidence-issuer", subject: "x-konfidence-subject", roles: "x-konfidence-roles" } as const;
 
-/** Longer subjects are refused rather than truncated: the upstream must see exactly who it is. */
-const MAX_SUBJECT_LENGTH = 512;
+/** Prefixes the session provider's issuer, so no workload (whose issuer is an https URL) ever shares a session user's issuer. */
+export const SESSION_ISSUER_PREFIX = "session:";
+
+/** Longer subjects and issuers are refused rather than truncated: the upstream must see exactly who it is. */
+const MAX_IDENTITY_LENGTH = 512;
 
 interface Identified {
   readonly kind: "identified";
+  /** The `x-konfidence-issuer` value: with the subject, the caller's identity. */
+  readonly issuer: string;
   readonly subject: string;
   readonly caller: Caller;
 }
@@ -66,7 +77,7 @@ export function konfidenceApi(deps: KonfidenceApiDeps): Policy {
 
       const identity = await identify(request.headers, deps);
       if (identity.kind === "deny") return identity;
-      if (route.kind === "authenticated") return allow(mutations(request.headers, { [KONFIDENCE_HEADERS.subject]: identity.subject }));
+      if (route.kind === "authenticated") return allow(mutations(request.headers, identityHeaders(identity)));
 
       // 1. Resolve the Project and load its roleBindings.
       const project = deps.projects.byName(route.projectId);
@@ -78,10 +89,7 @@ export function konfidenceApi(deps: KonfidenceApiDeps): Policy {
         return deny("role-denied", `no role of the caller may ${route.verb} ${route.resource}`);
       }
       return allow(
-        mutations(request.headers, {
-          [KONFIDENCE_HEADERS.subject]: identity.subject,
-          [KONFIDENCE_HEADERS.roles]: [...roles].sort().join(","),
-        }),
+        mutations(request.headers, { ...identityHeaders(identity), [KONFIDENCE_HEADERS.roles]: [...roles].sort().join(",") }),
       );
     },
   };
@@ -104,24 +112,39 @@ async function identify(headers: Readonly<Record<string, string>>, deps: Konfide
 
 /** A workload token, verified once per provider (cached), by the one provider its `iss` names. */
 async function workload(token: string, deps: KonfidenceApiDeps): Promise<Identified | Deny> {
-  const issuer = unverifiedIssuer(token);
-  const endpoint = issuer === undefined ? undefined : discoveryEndpointFor(issuer);
+  const claimedIssuer = unverifiedIssuer(token);
+  const endpoint = claimedIssuer === undefined ? undefined : discoveryEndpointFor(claimedIssuer);
   if (endpoint === undefined) return deny("invalid-token", "the token names no https issuer");
   if (!deps.projects.namesProvider(endpoint)) return deny("invalid-token", "no project trusts the token's issuer");
   const verified = await deps.workloadTokens.verify(endpoint, token);
   if (!verified.ok) return deny("invalid-token", `the token is not valid: ${verified.detail}`);
-  const { sub, audiences, claims } = verified.token;
-  if (!isSubjectHeaderValue(sub)) return deny("invalid-token", "the token's sub cannot be passed on");
-  return { kind: "identified", subject: sub, caller: { kind: "workload", endpoint, audiences, claims } };
+  const { issuer, sub, audiences, claims } = verified.token;
+  // A token minted for another service (or for none) must not pass for a Konfidence caller. Checked
+  // for every route: the authenticated ones match no subject, and on project routes it keeps a
+  // replayed token from probing which projects exist. 401, not 403 (FUN-12): such a token says who
+  // the caller is to another audience, never to Konfidence, so no identity was established; the
+  // caller needs another token, not another role.
+  if (!deps.platformAudiences?.some((a) => audiences.includes(a)) && !deps.projects.namesAudience(endpoint, audiences)) {
+    return deny("wrong-audience", "no project and no platform audience names the token's audience for its issuer");
+  }
+  if (!isIdentityHeaderValue(issuer)) return deny("invalid-token", "the token's issuer cannot be passed on");
+  if (!isIdentityHeaderValue(sub)) return deny("invalid-token", "the token's sub cannot be passed on");
+  return { kind: "identified", issuer, subject: sub, caller: { kind: "workload", endpoint, audiences, claims } };
 }
 
 async function sessionUser(token: string, sessions: SessionTokens): Promise<Identified | Deny> {
   const verified = await sessions.verify(token);
   if (!verified.ok) return deny("invalid-token", `the session is not valid: ${verified.detail}`);
-  if (!isSubjectHeaderValue(verified.sub)) return deny("invalid-token", "the session's sub cannot be passed on");
-  return { kind: "identified", subject: verified.sub, caller: { kind: "session", groups: verified.groups } };
+  const issuer = `${SESSION_ISSUER_PREFIX}${verified.issuer}`;
+  if (!isIdentityHeaderValue(issuer)) return deny("invalid-token", "the session's issuer cannot be passed on");
+  if (!isIdentityHeaderValue(verified.sub)) return deny("invalid-token", "the session's sub cannot be passed on");
+  return { kind: "identified", issuer, subject: verified.sub, caller: { kind: "session", groups: verified.groups } };
 }
 
-function isSubjectHeaderValue(sub: string): boolean {
-  return sub !== "" && sub.length <= MAX_SUBJECT_LENGTH && isSafeHeaderValue(sub);
+function identityHeaders(identity: Identified): Record<string, string> {
+  return { [KONFIDENCE_HEADERS.issuer]: identity.issuer, [KONFIDENCE_HEADERS.subject]: identity.subject };
+}
+
+function isIdentityHeaderValue(value: string): boolean {
+  return value !== "" && value.length <= MAX_IDENTITY_LENGTH && isSafeHeaderValue(value);
 }
