@@ -12,6 +12,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { Clusters } from "../../src/kube/clusters.ts";
 import { InstallationIndex } from "../../src/kube/installation-index.ts";
 import { startTestServer, type TestServer } from "../support/server.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
@@ -36,10 +37,12 @@ beforeAll(async () => {
   kube = await new FakeKubeApi().start();
   kube.put({ uid: ids.installation, name: "cert-manager", definitionHash: PINNED_HASH });
   kube.serviceAccounts.add("plugin-cert-manager/plugin-cert-manager");
-  const config = wiredConfig(openfga, kube.writeKubeconfig(dir));
+  const kubeconfig = kube.writeKubeconfig(dir);
+  const config = wiredConfig(openfga, kubeconfig);
   ports = await connectPorts(config, pino({ level: "silent" }));
+  const clusters = await Clusters.load([{ id: ids.cluster, kubeconfig }]);
   // The index under test, with a bound short enough for a test; the server asks it, not the app's.
-  index = new InstallationIndex(ports.clusters.all(), { logger: pino({ level: "silent" }), inactivityMs: INACTIVITY_MS, initialBackoffMs: 50, maxBackoffMs: 200 });
+  index = new InstallationIndex(clusters.all(), { logger: pino({ level: "silent" }), inactivityMs: INACTIVITY_MS, initialBackoffMs: 50, maxBackoffMs: 200 });
   void index.start();
   server = await startTestServer({ ...ports, installations: index }, config);
 });
