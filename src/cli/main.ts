@@ -94,6 +94,7 @@ main(process.argv.slice(2)).then(
     if (err instanceof ConfigError) process.stderr.write(`invalid configuration: ${err.message}\n`);
     else if (missingEnvoy) process.stderr.write(`portcullis: ${(err as Error).message}; add one (docs/configuration.md)\n`);
     else process.stderr.write(`portcullis: ${(err as Error).message}\n`);
-    process.exitCode = err instanceof ConfigError || missingEnvoy ? 2 : 1;
+    // exit(), not exitCode: a server that failed to start may still hold watches and timers.
+    process.exit(err instanceof ConfigError || missingEnvoy ? 2 : 1);
   },
 );

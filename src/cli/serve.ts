@@ -12,8 +12,9 @@ export async function serve(configPath: string): Promise<void> {
   const config = loadConfig(configPath);
   const logging = createLogging(config.logLevel);
   if (config.workers > 1 && !isWorker()) {
-    // A worker drains within twice the check deadline, plus the gRPC servers' 5 s forced stop.
-    const code = await superviseWorkers({ count: config.workers, logger: logging.logger, graceMs: config.check.timeoutMs * 2 + 10_000 });
+    // A worker drains for shutdown.drainMs, then answers its in-flight checks within twice the check deadline.
+    const graceMs = config.shutdown.drainMs + config.check.timeoutMs * 2 + 5_000;
+    const code = await superviseWorkers({ count: config.workers, logger: logging.logger, graceMs });
     await logging.flush();
     process.exit(code);
   }
@@ -24,6 +25,10 @@ export async function serve(configPath: string): Promise<void> {
     const ports = await connectPorts(config, logging.logger);
     server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
   } catch (err) {
+    // A port taken (EADDRINUSE), a secret missing: logged here, and main ends the process — the
+    // watches and timers already started must not keep a server that never listened alive.
+    logging.logger.error({ err }, "portcullis failed to start");
+    await logging.flush();
     abandonStart();
     throw err;
   }

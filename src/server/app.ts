@@ -1,7 +1,8 @@
 /**
  * Wiring: configuration → ports (OpenFGA, API servers, indexes) → policies → the three servers
- * (ext_authz gRPC, admin HTTP, internal gRPC). Shutdown turns health NOT_SERVING first, lets
- * in-flight checks finish, flushes logs, then stops.
+ * (ext_authz gRPC, admin HTTP, internal gRPC). Shutdown turns health NOT_SERVING first, keeps
+ * answering Checks for the drain period, then stops accepting, lets in-flight checks finish,
+ * flushes logs and stops.
  */
 import type { AddressInfo } from "node:net";
 import type { Server as HttpServer } from "node:http";
@@ -25,6 +26,7 @@ import type { Config } from "../config/schema.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { authorizationService, healthService } from "../envoy/protos.ts";
 import { OpenFgaCanView } from "../fga/can-view.ts";
+import { storeRef } from "../fga/store.ts";
 import { Clusters } from "../kube/clusters.ts";
 import { InstallationIndex } from "../kube/installation-index.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";
@@ -59,13 +61,14 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   const openfga = config.openfga;
   const canView = new OpenFgaCanView({
     apiUrl: openfga.apiUrl,
-    storeId: openfga.storeId,
+    store: storeRef(openfga),
     ...(openfga.authorizationModelId === undefined ? {} : { authorizationModelId: openfga.authorizationModelId }),
     ...(openfga.apiToken === undefined ? {} : { apiToken: readSecret(openfga.apiToken, "openfga.apiToken") }),
     timeoutMs: openfga.timeoutMs,
     allowTtlMs: openfga.allowTtlMs,
     denyTtlMs: openfga.denyTtlMs,
     maxEntries: openfga.cacheMaxEntries,
+    logger,
   });
   const userAccess = new SubjectAccessReviews(clusters, {
     timeoutMs: config.kube.sar.timeoutMs,
@@ -115,7 +118,7 @@ export interface RunningServer {
   readonly adminPort: number;
   readonly internalPort: number;
   readonly health: Health;
-  /** Graceful stop: NOT_SERVING, drain in-flight checks (bounded), flush logs, close everything. */
+  /** Graceful stop: NOT_SERVING, answer Checks for the drain period, stop accepting, answer those in flight (bounded), flush logs, close everything. */
   shutdown(): Promise<void>;
 }
 
@@ -170,7 +173,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = createMetrics(ports.indexSizes);
 
   let inFlight = 0;
-  let drained: (() => void) | undefined;
   const grpcServer = new grpc.Server();
   grpcServer.addService(authorizationService(), {
     Check(call: grpc.ServerUnaryCall<CheckRequestMessage, unknown>, callback: grpc.sendUnaryData<unknown>) {
@@ -179,10 +181,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         (response) => callback(null, response),
         // check() never rejects; this is the last line of fail-closed.
         () => callback({ code: grpc.status.INTERNAL, details: "internal error" }),
-      ).finally(() => {
-        inFlight--;
-        if (inFlight === 0) drained?.();
-      });
+      ).finally(() => inFlight--);
     },
   });
   grpcServer.addService(healthService(), health.handlers());
@@ -203,16 +202,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     health,
     async shutdown() {
       health.beginShutdown();
-      logger.info({ in_flight: inFlight }, "shutting down: NOT_SERVING, draining in-flight checks");
-      if (inFlight > 0) {
-        await new Promise<void>((resolveDrain) => {
-          drained = resolveDrain;
-          setTimeout(resolveDrain, config.check.timeoutMs * 2).unref();
-        });
-      }
-      // Before the gRPC stop: open health Watch streams would otherwise hold it until the 5 s force.
+      const drainMs = config.shutdown.drainMs;
+      logger.info({ in_flight: inFlight, drain_ms: drainMs }, "shutting down: NOT_SERVING, still answering checks for the drain period");
+      // Envoy's health checking needs a few intervals to see NOT_SERVING and move traffic away;
+      // until then it still sends Checks here, and a closed listener would refuse them.
+      if (drainMs > 0) await new Promise((resolveDrain) => setTimeout(resolveDrain, drainMs));
+      logger.info({ in_flight: inFlight }, "drain period over: no longer accepting, answering checks in flight");
+      // Before the gRPC stop: open health Watch streams would otherwise hold it until the forced stop.
       health.stop();
-      await Promise.all([shutdownGrpc(grpcServer), shutdownGrpc(internalServer), closeHttp(admin)]);
+      // A Check ends within its deadline; twice that bounds the wait for the ones in flight.
+      const graceMs = config.check.timeoutMs * 2;
+      await Promise.all([shutdownGrpc(grpcServer, graceMs), shutdownGrpc(internalServer, graceMs), closeHttp(admin)]);
       await ports.stop();
       await options.flushLogs();
     },
@@ -238,9 +238,10 @@ function listen(server: HttpServer, address: string): Promise<number> {
   });
 }
 
-function shutdownGrpc(server: grpc.Server): Promise<void> {
+/** Stops accepting calls at once; calls in flight are answered, up to `graceMs`. */
+function shutdownGrpc(server: grpc.Server, graceMs: number): Promise<void> {
   return new Promise((resolveShutdown) => {
-    const force = setTimeout(() => server.forceShutdown(), 5_000);
+    const force = setTimeout(() => server.forceShutdown(), graceMs);
     server.tryShutdown(() => {
       clearTimeout(force);
       resolveShutdown();

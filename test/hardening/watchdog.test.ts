@@ -50,7 +50,7 @@ it("a blocked event loop: one stderr line, then the process is killed within the
 
   const blockedAt = performance.now();
   await evaluateInChild("for (;;) {}");
-  const exit = await Promise.race([portcullis.exited, new Promise<undefined>((r) => setTimeout(r, DEFAULT_TIMEOUT_MS + 10_000))]);
+  const exit = await Promise.race([portcullis.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), DEFAULT_TIMEOUT_MS + 10_000))]);
   expect(exit, "the process is still alive with its event loop blocked").toBeDefined();
   const afterMs = exit!.at - blockedAt;
   // Killed, not exited by itself: a non-zero status (137 in a container).
