@@ -26,6 +26,11 @@ BIN="$CACHE/bin"
 OPENFGA_BIN="$BIN/openfga-$OPENFGA_VERSION"
 KUBE_APISERVER_BIN="$BIN/kube-apiserver-$K8S_VERSION"
 ETCD_BIN="$BIN/etcd-$ETCD_VERSION"
+# The differential oracle links k8s.io/apiserver at the release matching
+# K8S_VERSION; keyed by its source too, so an edit rebuilds it.
+ORACLE_DIR="$HERE/requestinfo-oracle"
+ORACLE_HASH="$(cat "$ORACLE_DIR/go.mod" "$ORACLE_DIR/go.sum" "$ORACLE_DIR"/*.go | sha256sum | cut -c1-12)"
+REQUESTINFO_ORACLE_BIN="$BIN/requestinfo-oracle-$K8S_VERSION-$ORACLE_HASH"
 
 log() { printf '[deps %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -89,6 +94,20 @@ install_kube_apiserver() {
   mv "$KUBE_APISERVER_BIN.tmp" "$KUBE_APISERVER_BIN"
 }
 
+# Built with the same local toolchain and flags as kube-apiserver, so both read
+# queries with the same net/url (e.g. its 10,000-parameter limit).
+install_requestinfo_oracle() {
+  [[ -x "$REQUESTINFO_ORACLE_BIN" ]] && { log "requestinfo-oracle $K8S_VERSION-$ORACLE_HASH: cached"; return; }
+  need_go
+  log "requestinfo-oracle $K8S_VERSION-$ORACLE_HASH: building (cold: about 2 min)"
+  (
+    cd "$ORACLE_DIR"
+    run_with_progress requestinfo-oracle env GOTOOLCHAIN=local go build -mod=readonly -buildvcs=false -trimpath \
+      -o "$REQUESTINFO_ORACLE_BIN.tmp" .
+  )
+  mv "$REQUESTINFO_ORACLE_BIN.tmp" "$REQUESTINFO_ORACLE_BIN"
+}
+
 install_etcd() {
   [[ -x "$ETCD_BIN" ]] && { log "etcd $ETCD_VERSION: cached"; return; }
   log "etcd $ETCD_VERSION: fetching Debian package etcd-server"
@@ -116,11 +135,13 @@ main() {
   install_etcd
   install_openfga
   install_kube_apiserver
+  install_requestinfo_oracle
 
   cat >"$CACHE/env" <<EOF
 export PORTCULLIS_OPENFGA_BIN="$OPENFGA_BIN"
 export PORTCULLIS_KUBE_APISERVER_BIN="$KUBE_APISERVER_BIN"
 export PORTCULLIS_ETCD_BIN="$ETCD_BIN"
+export PORTCULLIS_REQUESTINFO_ORACLE_BIN="$REQUESTINFO_ORACLE_BIN"
 EOF
   log "wrote $CACHE/env (the test harness reads it; or source it):"
   cat "$CACHE/env"

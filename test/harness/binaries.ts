@@ -10,6 +10,7 @@ const ENV_VARS = {
   openfga: "PORTCULLIS_OPENFGA_BIN",
   kubeApiserver: "PORTCULLIS_KUBE_APISERVER_BIN",
   etcd: "PORTCULLIS_ETCD_BIN",
+  requestInfoOracle: "PORTCULLIS_REQUESTINFO_ORACLE_BIN",
 } as const;
 
 export type BinaryName = keyof typeof ENV_VARS;
@@ -79,6 +80,12 @@ function installReaper(): void {
 
 export interface ManagedProcess {
   readonly name: string;
+  /** The OS process id (fault injection reads /proc/<pid> and sends signals). */
+  readonly pid: number | undefined;
+  /** Sends a signal (SIGSTOP, SIGCONT, SIGKILL …) without touching its directory. */
+  signal(signal: NodeJS.Signals): void;
+  /** Settles once the process has exited. */
+  readonly exited: Promise<void>;
   /** The last lines the process wrote to stdout/stderr. */
   outputTail(lines?: number): string;
   /** Exit description once the process has exited, else undefined. */
@@ -91,10 +98,11 @@ export interface ManagedProcess {
 
 /**
  * Spawns `bin args` with `dir` as its private directory, taking ownership of
- * `dir`. `detached: false` keeps the child in the test's process group, so a
- * Ctrl-C in the terminal reaches it too.
+ * `dir` unless `ownsDir` is false (a process restarted in the same directory:
+ * its owner removes it). `detached: false` keeps the child in the test's
+ * process group, so a Ctrl-C in the terminal reaches it too.
  */
-export function spawnManaged(name: string, bin: string, args: string[], dir: string): ManagedProcess {
+export function spawnManaged(name: string, bin: string, args: string[], dir: string, ownsDir = true): ManagedProcess {
   installReaper();
   const child: ChildProcess = spawn(bin, args, { cwd: dir, detached: false, stdio: ["ignore", "pipe", "pipe"] });
   const output: string[] = [];
@@ -119,15 +127,22 @@ export function spawnManaged(name: string, bin: string, args: string[], dir: str
 
   const proc: ManagedProcess = {
     name,
+    pid: child.pid,
+    signal(signal) {
+      if (status === undefined) child.kill(signal);
+    },
+    exited,
     outputTail: (lines = OUTPUT_LINES_SHOWN) => output.slice(-lines).join("\n"),
     exitStatus: () => status,
     kill() {
       if (status === undefined) child.kill("SIGKILL");
-      rmSync(dir, { recursive: true, force: true });
+      if (ownsDir) rmSync(dir, { recursive: true, force: true });
       live.delete(proc);
     },
     async stop() {
       if (status === undefined) {
+        // A stopped (SIGSTOP) process would not act on SIGTERM.
+        child.kill("SIGCONT");
         child.kill("SIGTERM");
         const graceful = await Promise.race([exited.then(() => true), sleep(5_000).then(() => false)]);
         if (!graceful) {
@@ -135,7 +150,7 @@ export function spawnManaged(name: string, bin: string, args: string[], dir: str
           await exited;
         }
       }
-      rmSync(dir, { recursive: true, force: true });
+      if (ownsDir) rmSync(dir, { recursive: true, force: true });
       live.delete(proc);
     },
   };
