@@ -85,15 +85,23 @@ export const configSchema = z
     openfga: z
       .object({
         apiUrl: z.url().describe("OpenFGA HTTP API, e.g. http://openfga:8080"),
-        storeId: z.string().min(1),
-        authorizationModelId: z.string().min(1).optional(),
+        storeId: z.string().min(1).optional().describe("the store's id (a ULID); exactly one of storeId and storeName"),
+        storeName: z
+          .string()
+          .regex(/^[a-zA-Z0-9\s./^_&@-]{3,64}$/, "expected an OpenFGA store name (3–64 letters, digits, spaces, . - / ^ _ & @)")
+          .optional()
+          .describe("the store's name, looked up at start and again when its id stops answering (a re-created store); exactly one of storeId and storeName"),
+        authorizationModelId: z.string().min(1).optional().describe("pin a model of the store named by storeId; the store's latest when absent"),
         apiToken: secretSource.optional(),
         timeoutMs: millis.default(300),
         allowTtlMs: millis.default(5_000),
         denyTtlMs: millis.default(2_000),
         cacheMaxEntries: z.number().int().positive().default(50_000),
       })
-      .strict(),
+      .strict()
+      .refine((o) => (o.storeId === undefined) !== (o.storeName === undefined), "expected exactly one of storeId or storeName")
+      // A model id belongs to one store; a store re-created under its name has new model ids.
+      .refine((o) => o.storeName === undefined || o.authorizationModelId === undefined, "authorizationModelId needs storeId, not storeName"),
     clusters: z
       .array(
         z

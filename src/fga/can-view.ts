@@ -2,32 +2,43 @@
  * The OpenFGA gate: Check(user:<sub>, can_view, cluster:<cluster_id>) against the Fundament model
  * (FUN-7). Cached with separate allow and deny TTLs, concurrent misses for one key coalesced, a
  * deadline below Envoy's; a failure or timeout is a 503, never an allow, and is never cached.
+ * Answers are cached per store id: a store re-created under its name starts with none.
  */
 import { CredentialsMethod, OpenFgaClient } from "@openfga/sdk";
 import { LRUCache } from "lru-cache";
+import type { Logger } from "pino";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { ClusterViewCheck } from "../authz/ports.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
+import { isStoreGone, OpenFgaStore, type StoreRef } from "./store.ts";
+
+/** How often a store name is looked up again: at most once a second, at least every 10 s. */
+const STORE_LOOKUP = { minIntervalMs: 1_000, refreshMs: 10_000 };
 
 export interface OpenFgaOptions {
   readonly apiUrl: string;
-  readonly storeId: string;
-  /** Pin the model the gate evaluates; the store's latest when absent. */
+  /** By id, or by name (looked up at start and again when the id stops answering). */
+  readonly store: StoreRef;
+  /** Pin the model the gate evaluates (only with a store id); the store's latest when absent. */
   readonly authorizationModelId?: string;
   readonly apiToken?: string;
   readonly timeoutMs: number;
   readonly allowTtlMs: number;
   readonly denyTtlMs: number;
   readonly maxEntries: number;
+  readonly logger?: Logger;
+  /** Tests shorten the store name's lookup intervals. */
+  readonly storeLookup?: { readonly minIntervalMs: number; readonly refreshMs: number };
 }
 
 export class OpenFgaCanView implements ClusterViewCheck {
-  readonly #cache: LRUCache<string, boolean, { userId: string; clusterId: string }>;
+  readonly #cache: LRUCache<string, boolean, { storeId: string; userId: string; clusterId: string }>;
+  readonly #store: OpenFgaStore;
 
   constructor(options: OpenFgaOptions) {
+    // The store id goes with each call: it may change while the client lives.
     const client = new OpenFgaClient({
       apiUrl: options.apiUrl,
-      storeId: options.storeId,
       ...(options.authorizationModelId === undefined ? {} : { authorizationModelId: options.authorizationModelId }),
       ...(options.apiToken === undefined
         ? {}
@@ -38,12 +49,23 @@ export class OpenFgaCanView implements ClusterViewCheck {
       // the same deadline, or a slow OpenFGA holds one open socket per check for the SDK's 10 s default.
       baseOptions: { timeout: options.timeoutMs },
     });
+    this.#store = new OpenFgaStore(options.store, client, {
+      timeoutMs: options.timeoutMs,
+      ...(options.storeLookup ?? STORE_LOOKUP),
+      ...(options.logger === undefined ? {} : { logger: options.logger }),
+    });
+    this.#store.resolveInBackground();
     this.#cache = new LRUCache({
       max: options.maxEntries,
       ttl: options.allowTtlMs,
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
         const answer = await withDeadline("openfga", options.timeoutMs, () =>
-          client.check({ user: `user:${context.userId}`, relation: "can_view", object: `cluster:${context.clusterId}` }),
+          client
+            .check({ user: `user:${context.userId}`, relation: "can_view", object: `cluster:${context.clusterId}` }, { storeId: context.storeId })
+            .catch((err: unknown) => {
+              if (isStoreGone(err)) this.#store.forget(context.storeId);
+              throw err;
+            }),
         );
         if (typeof answer.allowed !== "boolean") throw new DependencyUnavailable("openfga", "Check answered without a decision");
         entry.ttl = answer.allowed ? options.allowTtlMs : options.denyTtlMs;
@@ -53,7 +75,8 @@ export class OpenFgaCanView implements ClusterViewCheck {
   }
 
   async canView(userId: string, clusterId: string): Promise<boolean> {
-    const key = `${userId} ${clusterId}`;
+    const storeId = this.#store.current() ?? (await this.#store.id());
+    const key = `${storeId} ${userId} ${clusterId}`;
     // A fresh entry is answered by get(), which costs a fraction of fetch(); anything else (absent,
     // stale, in flight) goes through fetch() as before. A stale entry is left for fetch() to refresh.
     const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
@@ -62,7 +85,7 @@ export class OpenFgaCanView implements ClusterViewCheck {
       return hit;
     }
     const status: LRUCache.Status<string, boolean> = {};
-    const answer = await this.#cache.fetch(key, { context: { userId, clusterId }, status });
+    const answer = await this.#cache.fetch(key, { context: { storeId, userId, clusterId }, status });
     publishCacheLookup("openfga_can_view", status.fetch);
     if (answer === undefined) throw new DependencyUnavailable("openfga", "no Check answer");
     return answer;

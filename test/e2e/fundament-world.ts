@@ -92,8 +92,81 @@ export interface WorldOptions {
   echoLogs?: boolean;
 }
 
+export const MODEL_FILE = resolve(ROOT, "deploy/openfga/model.fga");
+
 export async function startFundamentWorld(options: WorldOptions = {}): Promise<FundamentWorld> {
-  const [api, fga] = await Promise.all([startKubeApiserver(), startOpenFGA({ modelFile: resolve(ROOT, "deploy/openfga/model.fga") })]);
+  const [api, fga] = await Promise.all([startKubeApiserver(), startOpenFGA({ modelFile: MODEL_FILE })]);
+  const admin = kubeConfig(api);
+  const installation = await seedKubernetes(api);
+  const fgaClient = await seedOpenFga(fga);
+
+  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+  const custom = admin.makeApiClient(CustomObjectsApi);
+
+  const config = testConfig({
+    clusters: [{ id: ids.cluster, kubeconfig: api.kubeconfigPath }],
+    openfga: {
+      apiUrl: fga.apiUrl,
+      storeId: fga.storeId,
+      authorizationModelId: fga.modelId,
+      timeoutMs: 2_000,
+      allowTtlMs: options.allowTtlMs ?? 500,
+      denyTtlMs: options.denyTtlMs ?? 300,
+    },
+    kube: {
+      sar: { timeoutMs: 2_000, allowTtlMs: options.allowTtlMs ?? 500, denyTtlMs: options.denyTtlMs ?? 300 },
+      tokenRequest: { timeoutMs: 2_000 },
+    },
+    check: { timeoutMs: 5_000 },
+    ...(options.listen === undefined ? {} : { listen: options.listen }),
+    ...(options.echoLogs ? { logLevel: "info" } : {}),
+  });
+  const ports = await connectPorts(config, createLogging("warn").logger);
+  await waitFor(async () => ports.ready());
+  const portcullis = await startTestServer(ports, config, { echo: options.echoLogs ?? false });
+
+  const pool = new Agent({ connect: { ca: api.caPem } });
+  const world: FundamentWorld = {
+    api,
+    fga,
+    admin,
+    fgaClient,
+    ports,
+    portcullis,
+    installationUid: installation.metadata!.uid!,
+    async replay(method, kubePathAndQuery, headers, body) {
+      const res = await undiciFetch(`${api.url}${kubePathAndQuery}`, {
+        method,
+        headers: { accept: "application/json", ...headers, ...(body === undefined ? {} : { "content-type": method === "PATCH" ? "application/merge-patch+json" : "application/json" }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        dispatcher: pool,
+      });
+      await res.body?.cancel();
+      return res.status;
+    },
+    async repin(rules) {
+      const next = certManagerDefinition(rules);
+      await custom.patchClusterCustomObject({
+        group: "plugins.fundament.io",
+        version: "v1",
+        plural: "plugininstallations",
+        name: "cert-manager",
+        body: [{ op: "replace", path: "/spec/definitionRef/definitionHash", value: next.hash }],
+      });
+      await rbac.replaceClusterRole({ name: "plugin-cert-manager", body: { metadata: { name: "plugin-cert-manager" }, rules } });
+      return next.hash;
+    },
+    async stop() {
+      await portcullis.stop();
+      await pool.close();
+      await Promise.all([api.stop(), fga.stop()]);
+    },
+  };
+  return world;
+}
+
+/** The Kubernetes half of the world (namespaces, identities, RBAC, the installation, objects); returns the installation. */
+export async function seedKubernetes(api: KubeApiserver): Promise<KubernetesObject> {
   const admin = kubeConfig(api);
   const objects = KubernetesObjectApi.makeApiClient(admin);
   const core = admin.makeApiClient(CoreV1Api);
@@ -189,8 +262,11 @@ export async function startFundamentWorld(options: WorldOptions = {}): Promise<F
       await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: secret }, stringData: { v: "x" } } });
     }
   }
+  return installation;
+}
 
-  // OpenFGA: organization acme owns the cluster; alice, bob and carol are its members.
+/** The OpenFGA half: organization acme owns the cluster; alice, bob and carol are its members. */
+export async function seedOpenFga(fga: OpenFGA): Promise<OpenFgaClient> {
   const fgaClient = new OpenFgaClient({ apiUrl: fga.apiUrl, storeId: fga.storeId, authorizationModelId: fga.modelId });
   await fgaClient.write({
     writes: [
@@ -200,67 +276,7 @@ export async function startFundamentWorld(options: WorldOptions = {}): Promise<F
       { user: `user:${users.carol}`, relation: "admin", object: "organization:acme" },
     ],
   });
-
-  const config = testConfig({
-    clusters: [{ id: ids.cluster, kubeconfig: api.kubeconfigPath }],
-    openfga: {
-      apiUrl: fga.apiUrl,
-      storeId: fga.storeId,
-      authorizationModelId: fga.modelId,
-      timeoutMs: 2_000,
-      allowTtlMs: options.allowTtlMs ?? 500,
-      denyTtlMs: options.denyTtlMs ?? 300,
-    },
-    kube: {
-      sar: { timeoutMs: 2_000, allowTtlMs: options.allowTtlMs ?? 500, denyTtlMs: options.denyTtlMs ?? 300 },
-      tokenRequest: { timeoutMs: 2_000 },
-    },
-    check: { timeoutMs: 5_000 },
-    ...(options.listen === undefined ? {} : { listen: options.listen }),
-    ...(options.echoLogs ? { logLevel: "info" } : {}),
-  });
-  const ports = await connectPorts(config, createLogging("warn").logger);
-  await waitFor(async () => ports.ready());
-  const portcullis = await startTestServer(ports, config, { echo: options.echoLogs ?? false });
-
-  const pool = new Agent({ connect: { ca: api.caPem } });
-  const world: FundamentWorld = {
-    api,
-    fga,
-    admin,
-    fgaClient,
-    ports,
-    portcullis,
-    installationUid: installation.metadata!.uid!,
-    async replay(method, kubePathAndQuery, headers, body) {
-      const res = await undiciFetch(`${api.url}${kubePathAndQuery}`, {
-        method,
-        headers: { accept: "application/json", ...headers, ...(body === undefined ? {} : { "content-type": method === "PATCH" ? "application/merge-patch+json" : "application/json" }) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        dispatcher: pool,
-      });
-      await res.body?.cancel();
-      return res.status;
-    },
-    async repin(rules) {
-      const next = certManagerDefinition(rules);
-      await custom.patchClusterCustomObject({
-        group: "plugins.fundament.io",
-        version: "v1",
-        plural: "plugininstallations",
-        name: "cert-manager",
-        body: [{ op: "replace", path: "/spec/definitionRef/definitionHash", value: next.hash }],
-      });
-      await rbac.replaceClusterRole({ name: "plugin-cert-manager", body: { metadata: { name: "plugin-cert-manager" }, rules } });
-      return next.hash;
-    },
-    async stop() {
-      await portcullis.stop();
-      await pool.close();
-      await Promise.all([api.stop(), fga.stop()]);
-    },
-  };
-  return world;
+  return fgaClient;
 }
 
 export async function waitFor(condition: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {

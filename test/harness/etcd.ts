@@ -1,10 +1,12 @@
 import { join } from "node:path";
-import { makeTempDir, resolveBinary, spawnManaged, waitUntilReady } from "./binaries.ts";
+import { makeTempDir, resolveBinary, spawnManaged, waitUntilReady, type ManagedProcess } from "./binaries.ts";
 import { freePort } from "./ports.ts";
 
 export interface Etcd {
   /** http://127.0.0.1:port, for --etcd-servers. */
   readonly clientUrl: string;
+  /** The etcd process, for fault injection (signals, /proc). */
+  readonly process: ManagedProcess;
   stop(): Promise<void>;
 }
 
@@ -34,5 +36,5 @@ export async function startEtcd(): Promise<Etcd> {
     return res.ok && ((await res.json()) as { health?: string }).health === "true";
   }, 30_000);
 
-  return { clientUrl, stop: () => proc.stop() };
+  return { clientUrl, process: proc, stop: () => proc.stop() };
 }

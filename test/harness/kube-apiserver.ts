@@ -1,12 +1,12 @@
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ApiException, KubeConfig, KubernetesObjectApi, type KubernetesObject } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import { makeTempDir, resolveBinary, spawnManaged, waitUntilReady, type ManagedProcess } from "./binaries.ts";
-import { startEtcd } from "./etcd.ts";
+import { startEtcd, type Etcd } from "./etcd.ts";
 import { freePort } from "./ports.ts";
 
 export interface KubeApiserverOptions {
@@ -23,6 +23,14 @@ export interface KubeApiserver {
   readonly adminToken: string;
   /** Kubeconfig with the admin token, for `KubeConfig.loadFromFile`. */
   readonly kubeconfigPath: string;
+  /** Its etcd, for fault injection. */
+  readonly etcd: Etcd;
+  /** The running kube-apiserver process, for fault injection (replaced by each start()). */
+  process(): ManagedProcess;
+  /** SIGKILLs kube-apiserver and waits for it to exit; etcd, the port, certificates and keys stay. */
+  kill(): Promise<void>;
+  /** Starts kube-apiserver again after kill(), as before; resolves once it is ready. */
+  start(): Promise<void>;
   /** Stops kube-apiserver and its etcd, removing their data. */
   stop(): Promise<void>;
 }
@@ -37,10 +45,10 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
   const bin = resolveBinary("kubeApiserver");
   const etcd = await startEtcd();
   let proc: ManagedProcess | undefined;
+  const dir = makeTempDir("kube-apiserver");
   try {
     const port = await freePort();
     const url = `https://127.0.0.1:${port}`;
-    const dir = makeTempDir("kube-apiserver");
 
     // A static token file is the simplest admin credential (still supported
     // in 1.37); system:masters bypasses RBAC.
@@ -56,7 +64,7 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
     writeFileSync(join(dir, "sa.pub"), publicKey);
 
     const certDir = join(dir, "certs");
-    proc = spawnManaged("kube-apiserver", bin, [
+    const args = [
       `--etcd-servers=${etcd.clientUrl}`,
       `--secure-port=${port}`,
       "--bind-address=127.0.0.1",
@@ -74,12 +82,13 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
       "--service-cluster-ip-range=10.0.0.0/24",
       "--profiling=false",
       ...(opts.extraArgs ?? []),
-    ], dir);
+    ];
+    // The directory outlives each process: a restart reuses its certificates and keys.
+    const spawnServer = () => spawnManaged("kube-apiserver", bin, args, dir, false);
 
     const caPath = join(certDir, "apiserver.crt");
     let caPem = "";
-    const server = proc;
-    await waitUntilReady(server, async () => {
+    const untilReady = (server: ManagedProcess) => waitUntilReady(server, async () => {
       // Written before the server listens; re-read until ready in case the
       // first read caught it half-written.
       if (!existsSync(caPath)) return false;
@@ -89,6 +98,9 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
       return (await httpsStatus(url, "/readyz", caPem, adminToken)) === 200 &&
         (await httpsStatus(url, "/api/v1/namespaces/default", caPem, adminToken)) === 200;
     }, 90_000);
+    proc = spawnServer();
+    await untilReady(proc);
+    let server = proc;
 
     const kubeconfigPath = join(dir, "kubeconfig");
     writeFileSync(kubeconfigPath, kubeconfigYaml(url, caPem, adminToken), { mode: 0o600 });
@@ -98,14 +110,26 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
       caPem,
       adminToken,
       kubeconfigPath,
+      etcd,
+      process: () => server,
+      async kill() {
+        server.signal("SIGKILL");
+        await server.exited;
+      },
+      async start() {
+        server = spawnServer();
+        await untilReady(server);
+      },
       async stop() {
         await server.stop();
         await etcd.stop();
+        rmSync(dir, { recursive: true, force: true });
       },
     };
   } catch (err) {
     await proc?.stop();
     await etcd.stop();
+    rmSync(dir, { recursive: true, force: true });
     throw err;
   }
 }

@@ -1,11 +1,15 @@
 import { readFileSync } from "node:fs";
 import { transformer } from "@openfga/syntax-transformer";
-import { makeTempDir, resolveBinary, spawnManaged, waitUntilReady } from "./binaries.ts";
+import { makeTempDir, resolveBinary, spawnManaged, waitUntilReady, type ManagedProcess } from "./binaries.ts";
 import { freePort } from "./ports.ts";
 
 export interface OpenFGAOptions {
   /** Authorization model in the OpenFGA DSL (.fga), e.g. deploy/openfga/model.fga. */
   modelFile: string;
+  /** Name of the store created; `portcullis-test` by default. */
+  storeName?: string;
+  /** Listen on these ports (e.g. those of an OpenFGA this one replaces); free ones by default. */
+  ports?: { http: number; grpc: number };
 }
 
 export interface OpenFGA {
@@ -14,6 +18,9 @@ export interface OpenFGA {
   /** A fresh store holding only the model. */
   readonly storeId: string;
   readonly modelId: string;
+  readonly ports: { http: number; grpc: number };
+  /** The OpenFGA process, for fault injection (signals, /proc). */
+  readonly process: ManagedProcess;
   stop(): Promise<void>;
 }
 
@@ -22,7 +29,7 @@ export async function startOpenFGA(opts: OpenFGAOptions): Promise<OpenFGA> {
   // Parse first: a model error should not cost a server start.
   const model = transformer.transformDSLToJSONObject(readFileSync(opts.modelFile, "utf8"));
   const bin = resolveBinary("openfga");
-  const [httpPort, grpcPort] = [await freePort(), await freePort()];
+  const [httpPort, grpcPort] = opts.ports === undefined ? [await freePort(), await freePort()] : [opts.ports.http, opts.ports.grpc];
   const apiUrl = `http://127.0.0.1:${httpPort}`;
   const proc = spawnManaged("openfga", bin, [
     "run",
@@ -41,12 +48,19 @@ export async function startOpenFGA(opts: OpenFGAOptions): Promise<OpenFGA> {
       return res.ok && ((await res.json()) as { status?: string }).status === "SERVING";
     }, 30_000);
 
-    const store = await postJson<{ id: string }>(`${apiUrl}/stores`, { name: "portcullis-test" });
+    const store = await postJson<{ id: string }>(`${apiUrl}/stores`, { name: opts.storeName ?? "portcullis-test" });
     const written = await postJson<{ authorization_model_id: string }>(
       `${apiUrl}/stores/${store.id}/authorization-models`,
       model,
     );
-    return { apiUrl, storeId: store.id, modelId: written.authorization_model_id, stop: () => proc.stop() };
+    return {
+      apiUrl,
+      storeId: store.id,
+      modelId: written.authorization_model_id,
+      ports: { http: httpPort, grpc: grpcPort },
+      process: proc,
+      stop: () => proc.stop(),
+    };
   } catch (err) {
     await proc.stop();
     throw err;

@@ -38,7 +38,7 @@ afterAll(async () => fga?.stop());
 function gate(overrides: Partial<ConstructorParameters<typeof OpenFgaCanView>[0]> = {}) {
   return new OpenFgaCanView({
     apiUrl: fga.apiUrl,
-    storeId: fga.storeId,
+    store: { id: fga.storeId },
     authorizationModelId: fga.modelId,
     timeoutMs: 2_000,
     allowTtlMs: 400,
