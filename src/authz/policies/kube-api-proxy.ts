@@ -25,6 +25,7 @@ import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
+import { oversizedField } from "../../kube/object-names.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { beforeDeadline, denialFor } from "../errors.ts";
 import { unusableInstallation } from "../installation.ts";
@@ -147,6 +148,10 @@ async function pluginRequest(
   const path = known ? kubePathOf(rest) : undefined;
   const info = path?.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
   trail.info = info;
+  // A name Kubernetes could never store is refused before any remote call: it would otherwise be
+  // sent in a SubjectAccessReview and held in a cache key.
+  const oversized = info === undefined ? undefined : oversizedField(info);
+  if (!passed("name-lengths", oversized === undefined)) return deny("bad-request", oversized!);
   const installation = start(async () => {
     const found = known ? deps.installations.byUid(clusterId, claims.installationId) : undefined;
     trail.pinnedDefinitionHash = found?.definitionHash ?? "";
