@@ -27,6 +27,8 @@ export interface PluginRequestAudit {
   /** `allowed` or `denied:<reason>`. */
   readonly decision: string;
   readonly request_id: string;
+  /** Set on lines written by the admin port's POST /explain (request_id then starts with `explain:`): not a real request. */
+  readonly explain?: true;
 }
 
 export interface AuditSink {

@@ -1,7 +1,8 @@
 /**
  * `portcullis check`: asks a running portcullis for one decision, with a CheckRequest built exactly
  * as Envoy builds it, and prints the outcome with credentials redacted. `--explain` asks the admin
- * port's `POST /explain` instead, which also returns the gates the decision went through.
+ * port's `POST /explain` instead (served only with `admin.explain`, to loopback peers), which also
+ * returns the gates the decision went through; its audit line says `explain: true`.
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -82,6 +83,7 @@ async function explain(admin: string, request: object): Promise<Explanation> {
     body: JSON.stringify(request),
     signal: AbortSignal.timeout(DEADLINE_MS),
   });
+  if (response.status === 404) throw new Error(`${admin}/explain is not served: set admin.explain: true on that server (off by default)`);
   if (!response.ok) throw new Error(`${admin}/explain answered ${response.status}: ${(await response.text()).trim()}`);
   return (await response.json()) as Explanation;
 }

@@ -17,7 +17,7 @@ const USAGE = `usage:
   portcullis config-schema                 print the configuration file's JSON Schema
   portcullis envoy-config --config FILE    print the Envoy configuration generated from FILE
   portcullis check --server HOST:PORT --policy P --path PATH [--method GET] [-H 'name: value']... [--token TOKEN | --token-file FILE] [--json]
-  portcullis check --explain --admin HOST:PORT ...   same, through the admin port, with the gates' trace
+  portcullis check --explain --admin HOST:PORT ...   same, through the admin port (admin.explain, loopback only), with the gates' trace
       exit status: 0 allowed, 1 denied, 2 usage or connection error`;
 
 /** The configuration has no `envoy` section; `envoy-config` needs one. */

@@ -1,6 +1,7 @@
 /**
- * The admin HTTP port: liveness, readiness, Prometheus metrics and `POST /explain`. Never exposed
- * to callers.
+ * The admin HTTP port: liveness, readiness, Prometheus metrics, and `POST /explain` when configured.
+ * Never exposed to callers. The port may be bound wider than loopback for Prometheus, so /explain
+ * (a real decision, with real remote calls and audit lines) checks its peer itself.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
@@ -10,7 +11,16 @@ import type { Explainer } from "./explain.ts";
 export interface AdminOptions {
   readonly ready: () => boolean;
   readonly metrics: Registry;
-  readonly explain: Explainer;
+  /** Absent unless `admin.explain` is set: /explain is then not found. */
+  readonly explain: Explainer | undefined;
+}
+
+/** 127.0.0.0/8, ::1, and IPv4 loopback as an IPv4-mapped IPv6 address. */
+export function isLoopbackPeer(address: string | undefined): boolean {
+  if (address === undefined) return false;
+  const v4 = address.startsWith("::ffff:") ? address.slice("::ffff:".length) : address;
+  if (/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4)) return true;
+  return address === "::1" || address === "0:0:0:0:0:0:0:1";
 }
 
 /** A CheckRequest is a few kilobytes; anything far larger is not one. */
@@ -20,7 +30,9 @@ export function createAdminServer(options: AdminOptions): Server {
   return createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     if (path === "/explain") {
-      if (req.method === "POST") explain(req, res, options.explain);
+      if (options.explain === undefined) res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
+      else if (!isLoopbackPeer(req.socket.remoteAddress)) res.writeHead(403, { "content-type": "text/plain" }).end("/explain answers loopback peers only\n");
+      else if (req.method === "POST") explain(req, res, options.explain);
       else res.writeHead(405, { allow: "POST" }).end();
       return;
     }

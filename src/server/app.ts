@@ -36,7 +36,7 @@ import { SubjectAccessReviews } from "../kube/user-access-review.ts";
 import { createMetrics, type IndexSizes } from "../metrics/prometheus.ts";
 import { TokenVerifier } from "../tokens/fundament.ts";
 import { createAdminServer } from "./admin.ts";
-import { createExplainer } from "./explain.ts";
+import { createExplainer, type Explainer, explainAudit } from "./explain.ts";
 import { Health } from "./health.ts";
 import { installationServiceConstructor, installationServiceHandlers } from "./installation-service.ts";
 
@@ -191,7 +191,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations));
   const internalPort = await bind(internalServer, config.listen.internal);
 
-  const admin = createAdminServer({ ready: () => health.serving, metrics, explain: createExplainer(check) });
+  const admin = createAdminServer({ ready: () => health.serving, metrics, explain: explainerFor(options) });
   const adminPort = await listen(admin, config.listen.admin);
   logger.info({ grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length }, "portcullis listening");
 
@@ -217,6 +217,24 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       await options.flushLogs();
     },
   };
+}
+
+/**
+ * /explain decides with its own checker over the same ports and caches, whose audit lines are marked
+ * as explained; undefined (not served) unless `admin.explain` is set.
+ */
+function explainerFor(options: ServerOptions): Explainer | undefined {
+  const { config, ports, logger } = options;
+  if (!config.admin.explain) return undefined;
+  logger.warn({ setting: "admin.explain" }, "POST /explain is served on the admin port to loopback peers: it runs real checks");
+  return createExplainer(
+    createChecker({
+      policies: policiesFor(config, ports, explainAudit(options.audit)),
+      timeoutMs: config.check.timeoutMs,
+      retryAfterSeconds: config.check.retryAfterSeconds,
+      logger,
+    }),
+  );
 }
 
 function splitAddress(address: string): { host: string; port: number } {

@@ -2,8 +2,11 @@
  * `POST /explain` on the admin port: decides one CheckRequest exactly as Check does — real OpenFGA,
  * SubjectAccessReview and TokenRequest calls, caches read and filled, and for kube-api-proxy
  * PluginToken requests the audit line — and answers with the outcome and the gates it went through.
- * Credentials in the mutations are redacted. Never served on a port callers can reach.
+ * Credentials in the mutations are redacted. Off unless `admin.explain` is set, and then answered to
+ * loopback peers only (admin.ts); its audit lines are marked (explainAudit) so that they can never
+ * pass for a request Envoy sent.
  */
+import type { AuditSink } from "../audit/plugin-request.ts";
 import type { Checker } from "../authz/check.ts";
 import { type TraceStep, traced } from "../authz/trace.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
@@ -17,5 +20,18 @@ export function createExplainer(check: Checker): Explainer {
   return async (request) => {
     const { result, trace } = await traced(() => check(request));
     return { ...describeCheckResponse(result), trace };
+  };
+}
+
+/**
+ * Prefixed to an explained request's id in its audit line. Envoy, as the edge proxy, replaces every
+ * caller's x-request-id with a UUID of its own, so no real request's id starts with this.
+ */
+export const EXPLAIN_REQUEST_ID_PREFIX = "explain:";
+
+/** The audit sink of the checker /explain runs: every line says `explain: true` and carries the prefixed id. */
+export function explainAudit(audit: AuditSink): AuditSink {
+  return {
+    pluginRequest: (line) => audit.pluginRequest({ ...line, request_id: `${EXPLAIN_REQUEST_ID_PREFIX}${line.request_id}`, explain: true }),
   };
 }

@@ -4,7 +4,10 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FakeWorld } from "../support/fakes.ts";
-import { startTestServer, type TestServer } from "../support/server.ts";
+import { ServerResponse, type IncomingMessage } from "node:http";
+import { Readable } from "node:stream";
+import { isLoopbackPeer } from "../../src/server/admin.ts";
+import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { envoyCheckRequest } from "../support/envoy.ts";
 import { ids, pluginToken, userToken } from "../support/tokens.ts";
 import { cli } from "./run.ts";
@@ -20,7 +23,7 @@ let adminAddress: string;
 
 beforeAll(async () => {
   world = new FakeWorld();
-  server = await startTestServer(world);
+  server = await startTestServer(world, testConfig({ admin: { explain: true } }));
   grpcAddress = `127.0.0.1:${server.server.grpcPort}`;
   adminAddress = `127.0.0.1:${server.server.adminPort}`;
 });
@@ -142,6 +145,25 @@ describe("portcullis check --explain (the admin port)", () => {
     expect(res.stdout).not.toContain(SA_PLUGIN);
   });
 
+  it("its audit line says explain: true, with a request id no Envoy request can have", async () => {
+    const res = await cli([
+      "check", "--explain", "--admin", adminAddress, "--policy", "kube-api-proxy", "--json",
+      "--path", kubePath, "--token", await pluginToken(), "-H", "X-Request-Id: 3f1c0a52-0000-4000-8000-000000000001",
+    ]);
+    expect(res.code).toBe(0);
+    await new Promise((r) => setTimeout(r, 50));
+    const audit = server.logs.filter((l) => l["audit"] === "plugin_request").at(-1);
+    expect(audit).toMatchObject({ explain: true, request_id: "explain:3f1c0a52-0000-4000-8000-000000000001", decision: "allowed" });
+  });
+
+  it("a real Check's audit line is not marked", async () => {
+    await cli(["check", "--server", grpcAddress, "--policy", "kube-api-proxy", "--path", kubePath, "--token", await pluginToken(), "-H", "X-Request-Id: real-1"]);
+    await new Promise((r) => setTimeout(r, 50));
+    const audit = server.logs.filter((l) => l["audit"] === "plugin_request").at(-1);
+    expect(audit).toMatchObject({ request_id: "real-1" });
+    expect(audit).not.toHaveProperty("explain");
+  });
+
   it("shows where a denial stopped", async () => {
     world.sarAnswer = () => false;
     const res = await cli([
@@ -152,6 +174,72 @@ describe("portcullis check --explain (the admin port)", () => {
     const outcome = JSON.parse(res.stdout);
     expect(outcome).toMatchObject({ decision: "deny", status: 403, reason: "user-sar-denied" });
     expect(outcome.trace.at(-1)).toEqual({ gate: "user-sar", outcome: "fail" });
+  });
+});
+
+describe("/explain off (the default)", () => {
+  it("is not found, and check --explain says how to turn it on", async () => {
+    const off = await startTestServer(new FakeWorld());
+    try {
+      const admin = `127.0.0.1:${off.server.adminPort}`;
+      const request = envoyCheckRequest({ path: kubePath, headers: { authorization: `Bearer ${await pluginToken()}` }, policy: "kube-api-proxy" });
+      const res = await fetch(`http://${admin}/explain`, { method: "POST", body: JSON.stringify(request) });
+      expect(res.status).toBe(404);
+      const cliRes = await cli(["check", "--explain", "--admin", admin, "--policy", "kube-api-proxy", "--path", kubePath, "--token", await pluginToken()]);
+      expect(cliRes.code).toBe(2);
+      expect(cliRes.stderr).toContain("set admin.explain: true");
+      expect(off.logs.filter((l) => l["audit"] === "plugin_request")).toEqual([]);
+    } finally {
+      await off.stop();
+    }
+  });
+});
+
+describe("/explain's peers", () => {
+  it.each([
+    { address: "127.0.0.1", loopback: true },
+    { address: "127.8.9.10", loopback: true },
+    { address: "::1", loopback: true },
+    { address: "::ffff:127.0.0.1", loopback: true },
+    { address: "10.0.0.5", loopback: false },
+    { address: "::ffff:10.0.0.5", loopback: false },
+    { address: "192.168.1.127", loopback: false },
+    { address: "fe80::1", loopback: false },
+    { address: "::", loopback: false },
+    { address: "0.0.0.0", loopback: false },
+    { address: "127.0.0.1.evil", loopback: false },
+    { address: "", loopback: false },
+    { address: undefined, loopback: false },
+  ])("$address → loopback $loopback", ({ address, loopback }) => {
+    expect(isLoopbackPeer(address)).toBe(loopback);
+  });
+
+  it("a peer that is not on loopback gets 403 and no decision is made, even with the port bound wider", async () => {
+    // The admin server's own request handler, with a request whose socket is a remote peer's
+    // (this machine has loopback only).
+    const body = JSON.stringify(envoyCheckRequest({ path: kubePath, headers: { authorization: `Bearer ${await pluginToken()}` }, policy: "kube-api-proxy" }));
+    const { createAdminServer } = await import("../../src/server/admin.ts");
+    let explained = 0;
+    const handler = createAdminServer({ ready: () => true, metrics: undefined as never, explain: async () => ((explained++, { decision: "allow" }) as never) });
+    const req = Object.assign(Readable.from([Buffer.from(body)]), {
+      method: "POST",
+      url: "/explain",
+      headers: { "content-type": "application/json" },
+      socket: { remoteAddress: "10.1.2.3" },
+    }) as unknown as IncomingMessage;
+    const res = new ServerResponse(req);
+    const ended = new Promise<void>((r) => res.once("finish", () => r()));
+    handler.emit("request", req, res);
+    await Promise.race([ended, new Promise((r) => setTimeout(r, 200))]);
+    expect(res.statusCode).toBe(403);
+    expect(explained).toBe(0);
+
+    const local = Object.assign(Readable.from([Buffer.from(body)]), { method: "POST", url: "/explain", headers: {}, socket: { remoteAddress: "127.0.0.1" } }) as unknown as IncomingMessage;
+    const localRes = new ServerResponse(local);
+    const localEnded = new Promise<void>((r) => localRes.once("finish", () => r()));
+    handler.emit("request", local, localRes);
+    await Promise.race([localEnded, new Promise((r) => setTimeout(r, 500))]);
+    expect(explained).toBe(1);
   });
 });
 
