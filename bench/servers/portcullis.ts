@@ -81,6 +81,8 @@ if (konfidence !== undefined) {
     timeoutMs: p.timeoutMs,
     clockToleranceSeconds: p.clockToleranceSeconds,
     verifiedCacheMaxEntries: p.verifiedCacheMaxEntries,
+    failureBackoffInitialMs: p.failureBackoffInitialMs,
+    failureBackoffMaxMs: p.failureBackoffMaxMs,
   });
   ports = { ...ports, konfidence: { projects: store, workloadTokens } };
 }

@@ -9,6 +9,9 @@
  *   keys are refetched after a bounded max age, so a key the provider removed stops verifying.
  * - A verified token is cached per (provider, token) until its `exp`, but never longer than the
  *   JWKS max age, for the same reason; concurrent verifications of one token share one.
+ * - A failed discovery or JWKS fetch pauses fetches to that provider (provider-backoff.ts: bounded
+ *   exponential, reset by a success): neither lru-cache nor jose caches a failure, so without it a
+ *   broken provider would be fetched once per check.
  * Failures to reach a provider are DependencyUnavailable (503); a token the provider does not vouch
  * for is a rejection (401).
  */
@@ -16,6 +19,7 @@ import { decodeJwt, errors as joseErrors, createRemoteJWKSet, customFetch, jwtVe
 import { LRUCache } from "lru-cache";
 import { discoveryEndpointFor, httpsUrl } from "./discovery-url.ts";
 import type { TokenVerification, VerifiedToken, WorkloadTokens } from "./ports.ts";
+import { ProviderBackoff } from "./provider-backoff.ts";
 import { OIDC_PROVIDER, type ProviderHttp } from "./provider-http.ts";
 import { DependencyUnavailable, errorSummary } from "../authz/errors.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
@@ -30,6 +34,9 @@ export interface OidcProvidersOptions {
   readonly timeoutMs: number;
   readonly clockToleranceSeconds: number;
   readonly verifiedCacheMaxEntries: number;
+  /** The pause after a provider's first failed fetch, doubled by each further failure up to `failureBackoffMaxMs`. */
+  readonly failureBackoffInitialMs: number;
+  readonly failureBackoffMaxMs: number;
   /** Milliseconds since the epoch; injected so tests freeze time. */
   readonly now?: () => number;
 }
@@ -70,12 +77,14 @@ export class OidcProviders implements WorkloadTokens {
   readonly #now: () => number;
   readonly #providers: LRUCache<string, Provider>;
   readonly #keySets: LRUCache<string, JWTVerifyGetKey>;
+  readonly #backoff: ProviderBackoff;
   readonly #verified: LRUCache<string, VerifiedToken, { endpoint: string; token: string }>;
 
   constructor(options: OidcProvidersOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
     const perf = { now: () => this.#now() };
+    this.#backoff = new ProviderBackoff({ initialMs: options.failureBackoffInitialMs, maxMs: options.failureBackoffMaxMs, now: () => this.#now() });
     this.#keySets = new LRUCache({ max: MAX_PROVIDERS });
     this.#providers = new LRUCache<string, Provider>({
       max: MAX_PROVIDERS,
@@ -144,8 +153,14 @@ export class OidcProviders implements WorkloadTokens {
     return { token: { issuer: provider.issuer, sub: payload.sub, audiences, claims: payload }, exp: payload.exp! };
   }
 
-  async #discover(endpoint: string): Promise<Provider> {
-    const { status, json } = await this.#options.http.json(endpoint);
+  #discover(endpoint: string): Promise<Provider> {
+    return this.#backoff.run(endpoint, async () => {
+      this.#backoff.admit(endpoint);
+      return this.#discovered(endpoint, await this.#options.http.json(endpoint));
+    });
+  }
+
+  #discovered(endpoint: string, { status, json }: { status: number; json: unknown }): Provider {
     if (status !== 200) throw new DependencyUnavailable(OIDC_PROVIDER, `discovery answered ${status}`);
     if (typeof json !== "object" || json === null) throw new DependencyUnavailable(OIDC_PROVIDER, "discovery document is not an object");
     const doc = json as Record<string, unknown>;
@@ -160,28 +175,37 @@ export class OidcProviders implements WorkloadTokens {
     if (doc["userinfo_endpoint"] !== undefined && userinfoEndpoint === undefined) {
       throw new DependencyUnavailable(OIDC_PROVIDER, "userinfo_endpoint is not an https URL");
     }
-    return { issuer, jwksUri, userinfoEndpoint, keys: this.#keysFor(jwksUri) };
+    return { issuer, jwksUri, userinfoEndpoint, keys: this.#keysFor(endpoint, jwksUri) };
   }
 
-  /** One remote key set per jwks_uri, kept across discovery refreshes so its cache survives them. */
-  #keysFor(jwksUri: string): JWTVerifyGetKey {
-    const existing = this.#keySets.get(jwksUri);
+  /**
+   * One remote key set per provider and jwks_uri, kept across discovery refreshes so its cache
+   * survives them. Its fetches are admitted by the provider's backoff, and their outcome charged to it.
+   */
+  #keysFor(endpoint: string, jwksUri: string): JWTVerifyGetKey {
+    const id = `${endpoint}\n${jwksUri}`;
+    const existing = this.#keySets.get(id);
     if (existing !== undefined) return existing;
+    const { jwksFetch } = this.#options.http;
     const remote = createRemoteJWKSet(new URL(jwksUri), {
       cooldownDuration: this.#options.jwksCooldownMs,
       cacheMaxAge: this.#options.jwksMaxAgeMs,
       timeoutDuration: this.#options.timeoutMs,
-      [customFetch]: this.#options.http.jwksFetch,
+      [customFetch]: (url, init) => {
+        this.#backoff.admit(endpoint);
+        return jwksFetch(url, init);
+      },
     });
-    const keys: JWTVerifyGetKey = async (header, token) => {
-      try {
-        return await remote(header, token);
-      } catch (err) {
-        if (isTokenKeyError(err) || err instanceof DependencyUnavailable) throw err;
-        throw new DependencyUnavailable(OIDC_PROVIDER, `JWKS unusable: ${errorSummary(err)}`, { cause: err });
-      }
-    };
-    this.#keySets.set(jwksUri, keys);
+    const keys: JWTVerifyGetKey = (header, token) =>
+      this.#backoff.run(endpoint, async () => {
+        try {
+          return await remote(header, token);
+        } catch (err) {
+          if (isTokenKeyError(err) || err instanceof DependencyUnavailable) throw err;
+          throw new DependencyUnavailable(OIDC_PROVIDER, `JWKS unusable: ${errorSummary(err)}`, { cause: err });
+        }
+      });
+    this.#keySets.set(id, keys);
     return keys;
   }
 }

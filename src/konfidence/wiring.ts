@@ -62,6 +62,8 @@ export function connectVerifiers(config: KonfidenceConfig): Verifiers {
     timeoutMs: p.timeoutMs,
     clockToleranceSeconds: p.clockToleranceSeconds,
     verifiedCacheMaxEntries: p.verifiedCacheMaxEntries,
+    failureBackoffInitialMs: p.failureBackoffInitialMs,
+    failureBackoffMaxMs: p.failureBackoffMaxMs,
   });
   const s = config.session;
   const sessions =

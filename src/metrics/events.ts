@@ -34,6 +34,29 @@ export const cacheLookups = channel("portcullis:cache");
 export const dependencyCalls = channel("portcullis:dependency");
 export const invalidSubjects = channel("portcullis:konfidence-invalid-subject");
 
+/** An OIDC provider's failure backoff changed: the pause now in force after a failed fetch, 0 when it recovered. */
+export interface ProviderBackoffChange {
+  /** The provider's discovery URL (configuration, never a credential). */
+  readonly provider: string;
+  readonly seconds: number;
+}
+
+/** A fetch to an OIDC provider refused because it is backing off. */
+export interface ProviderFetchRefused {
+  readonly provider: string;
+}
+
+export const providerBackoffs = channel("portcullis:oidc-provider-backoff");
+export const providerFetchesRefused = channel("portcullis:oidc-provider-fetch-refused");
+
+export function publishProviderBackoff(provider: string, seconds: number): void {
+  if (providerBackoffs.hasSubscribers) providerBackoffs.publish({ provider, seconds } satisfies ProviderBackoffChange);
+}
+
+export function publishProviderFetchRefused(provider: string): void {
+  if (providerFetchesRefused.hasSubscribers) providerFetchesRefused.publish({ provider } satisfies ProviderFetchRefused);
+}
+
 export function publishCacheLookup(cache: string, outcome: string | undefined): void {
   if (cacheLookups.hasSubscribers) cacheLookups.publish({ cache, outcome: outcome ?? "unknown" } satisfies CacheLookup);
 }

@@ -1,11 +1,11 @@
 /**
  * The Prometheus registry served on the admin port: decisions by policy and outcome, Check latency,
- * cache lookups, dependency calls and errors, index sizes, and the runtime's health (event-loop
+ * cache lookups, dependency calls and errors, index sizes, OIDC provider failure backoff. and the runtime's health (event-loop
  * delay, memory outside the V8 heap).
  */
 import { subscribe } from "node:diagnostics_channel";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { CacheLookup, CheckDecision, DependencyCall, InvalidSubject } from "./events.ts";
+import type { CacheLookup, CheckDecision, DependencyCall, InvalidSubject, ProviderBackoffChange, ProviderFetchRefused } from "./events.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
@@ -112,6 +112,25 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
   });
   subscribe("portcullis:konfidence-invalid-subject", (message) => {
     invalidSubjects.inc({ problem: (message as InvalidSubject).problem });
+  });
+  const providerBackoff = new Gauge({
+    name: "portcullis_oidc_provider_backoff_seconds",
+    help: "The pause in force after an OIDC provider's discovery or JWKS fetch failed (0: fetching normally)",
+    labelNames: ["provider"],
+    registers: [registry],
+  });
+  subscribe("portcullis:oidc-provider-backoff", (message) => {
+    const m = message as ProviderBackoffChange;
+    providerBackoff.set({ provider: m.provider }, m.seconds);
+  });
+  const providerRefusals = new Counter({
+    name: "portcullis_oidc_provider_fetches_refused_total",
+    help: "Fetches to an OIDC provider not made because it is backing off (the checks answered 503)",
+    labelNames: ["provider"],
+    registers: [registry],
+  });
+  subscribe("portcullis:oidc-provider-fetch-refused", (message) => {
+    providerRefusals.inc({ provider: (message as ProviderFetchRefused).provider });
   });
   return registry;
 }

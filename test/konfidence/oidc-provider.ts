@@ -2,7 +2,7 @@
  * A local OIDC provider for tests: https on 127.0.0.1 with a self-signed certificate made for the
  * test (openssl), serving the discovery document, a JWKS whose keys the test rotates, and UserInfo.
  * It counts every request, so tests can assert what portcullis fetched, and can be told to
- * misbehave (slow, oversized, redirecting, naming another issuer).
+ * misbehave (slow, oversized, redirecting, naming another issuer, failing or garbage JWKS).
  */
 import { execFileSync } from "node:child_process";
 import { generateKeyPairSync, type KeyObject, randomUUID } from "node:crypto";
@@ -25,6 +25,9 @@ export interface Misbehaviour {
   /** The JWKS answer is padded past this many bytes. */
   oversizeJwksBytes?: number;
   discoveryStatus?: number;
+  jwksStatus?: number;
+  /** Served as the JWKS instead of the key set (garbage, or a document that is not one). */
+  jwksBody?: string;
   /** What the discovery document claims as its issuer. */
   discoveryIssuer?: string;
   jwksUri?: string;
@@ -97,6 +100,8 @@ export async function startLocalProvider(): Promise<LocalProvider> {
         });
       case "/jwks": {
         fetches.jwks++;
+        if (misbehave.jwksStatus !== undefined) return answer(misbehave.jwksStatus, { error: "unavailable" });
+        if (misbehave.jwksBody !== undefined) return answer(200, misbehave.jwksBody);
         const jwks: Record<string, unknown> = { keys: [...keys.values()].map((k) => k.jwk) };
         if (misbehave.oversizeJwksBytes !== undefined) jwks["padding"] = "x".repeat(misbehave.oversizeJwksBytes);
         return answer(200, jwks);

@@ -35,6 +35,8 @@ function verifier(ca: string | undefined, options: Partial<OidcProvidersOptions>
     timeoutMs: 1_000,
     clockToleranceSeconds: 5,
     verifiedCacheMaxEntries: 1_000,
+    failureBackoffInitialMs: 1_000,
+    failureBackoffMaxMs: 30_000,
     ...options,
   });
   return { http, providers };
@@ -150,15 +152,17 @@ describe("what a provider may answer", () => {
     await expect(providers.verify(endpoint, token)).rejects.toBeInstanceOf(DependencyUnavailable);
   });
 
-  it("recovers when the provider comes back: failures are not cached", async () => {
+  it("recovers when the provider comes back: a failure is not cached, only paused (counts: provider-backoff.test.ts)", async () => {
     const p = await provider();
     const key = p.addKey();
-    const { providers } = verifier(p.ca);
+    const { providers } = verifier(p.ca, { failureBackoffInitialMs: 100 });
     p.misbehave.discoveryStatus = 503;
     const token = await p.sign(key, { sub: "x", aud: AUD });
     await expect(providers.verify(p.endpoint, token)).rejects.toBeInstanceOf(DependencyUnavailable);
     delete p.misbehave.discoveryStatus;
+    await sleep(150);
     expect(await providers.verify(p.endpoint, token)).toMatchObject({ ok: true });
+    expect(p.fetches.discovery).toBe(2);
   });
 });
 
