@@ -1,7 +1,7 @@
 /**
  * The Prometheus registry served on the admin port: decisions by policy and outcome, Check latency,
- * cache lookups, dependency calls and errors, index sizes, OIDC provider failure backoff. and the runtime's health (event-loop
- * delay, memory outside the V8 heap).
+ * cache lookups, dependency calls and errors, index sizes, OIDC provider failure backoff, and the
+ * runtime's health (event-loop delay, memory outside the V8 heap).
  */
 import { subscribe } from "node:diagnostics_channel";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
