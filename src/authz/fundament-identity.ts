@@ -5,6 +5,7 @@
 import { type Deny, deny } from "./decision.ts";
 import {
   bearerToken,
+  cookieCredentialAllowed,
   cookieToken,
   type CredentialLookup,
   type CredentialSource,
@@ -15,16 +16,6 @@ import type { PluginClaims, TokenVerifier, UserClaims } from "../tokens/fundamen
 export const FUNDAMENT_COOKIE = "fundament_auth";
 
 const NO_ORIGINS: ReadonlySet<string> = new Set();
-
-/**
- * The session cookie authenticates only requests from no browser page (no Origin) or from a listed
- * one. Browsers send cookies along with cross-site WebSocket upgrades, which skip CORS: without
- * this, a plugin page could act with the user's whole reach instead of user ∩ plugin.
- */
-function cookieOriginAllowed(headers: Readonly<Record<string, string>>, origins: ReadonlySet<string>): boolean {
-  const origin = headers["origin"];
-  return origin === undefined || origins.has(origin);
-}
 
 export type TokenType = "user" | "plugin";
 
@@ -54,7 +45,10 @@ export async function identify(
   if (invalid !== undefined) return deny("invalid-token", "the credential is malformed");
   let found = lookups.filter((l) => l.kind === "found");
   if (found.length > 1) return deny("invalid-token", "more than one credential");
-  if (found.length === 0 && accepted.cookie && cookieOriginAllowed(headers, cookieOrigins)) {
+  // The cookie only from a page the browser vouches for (a listed Origin, or same-origin): browsers
+  // send it along with cross-site navigations, forms and WebSocket upgrades, which skip CORS; without
+  // this a plugin page could act with the user's whole reach instead of user ∩ plugin.
+  if (found.length === 0 && accepted.cookie && cookieCredentialAllowed(headers, cookieOrigins)) {
     const cookie = cookieToken(headers, FUNDAMENT_COOKIE);
     if (cookie.kind === "invalid") return deny("invalid-token", "the credential is malformed");
     found = [cookie].filter((l) => l.kind === "found");

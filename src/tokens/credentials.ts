@@ -38,6 +38,21 @@ export function bearerToken(headers: Readonly<Record<string, string>>): Credenti
   return asToken("bearer", match[2]!);
 }
 
+/**
+ * Whether the session cookie may count as a credential for this request. A browser attaches the
+ * cookie to every request to its domain, including a plain GET navigation or form from another
+ * site's page (a plugin's), which carries no Origin. So the cookie counts only when the browser
+ * vouches for the page that sent it: an Origin that is one of `trustedOrigins` (the Console's), or,
+ * without an Origin, `Sec-Fetch-Site: same-origin` (browsers set both; a page cannot forge them).
+ * Anything else — another Origin, a cross- or same-site request, a client that sends neither, two
+ * values merged by Envoy — is not authenticated by its cookie; it can use Authorization.
+ */
+export function cookieCredentialAllowed(headers: Readonly<Record<string, string>>, trustedOrigins: ReadonlySet<string>): boolean {
+  const origin = headers["origin"];
+  if (origin !== undefined) return trustedOrigins.has(origin);
+  return headers["sec-fetch-site"] === "same-origin";
+}
+
 /** The named cookie; two cookies of that name are invalid (which one would the upstream see?). */
 export function cookieToken(headers: Readonly<Record<string, string>>, cookieName: string): CredentialLookup {
   const header = headers["cookie"];

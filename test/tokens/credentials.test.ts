@@ -1,6 +1,6 @@
 /** Where credentials are read from: a table per source, adversarial values included. */
 import { describe, expect, it } from "vitest";
-import { bearerToken, cookieToken, websocketBearerToken, withoutWebsocketBearer } from "../../src/tokens/credentials.ts";
+import { bearerToken, cookieCredentialAllowed, cookieToken, websocketBearerToken, withoutWebsocketBearer } from "../../src/tokens/credentials.ts";
 
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
 
@@ -37,6 +37,40 @@ describe("cookieToken", () => {
     { name: "not a JWT", value: "fundament_auth=hello", expected: { kind: "invalid" } },
   ])("$name", ({ value, expected }) => {
     expect(cookieToken({ cookie: value }, "fundament_auth")).toMatchObject(expected);
+  });
+});
+
+describe("cookieCredentialAllowed: the browser vouches for the page (a listed Origin, or same-origin)", () => {
+  const CONSOLE = "https://console.fundament.io";
+  const listed = new Set([CONSOLE]);
+  it.each([
+    { name: "a listed Origin (the Console's fetch or WebSocket)", headers: { origin: CONSOLE, "sec-fetch-site": "same-site" }, expected: true },
+    { name: "a listed Origin, cross-site", headers: { origin: CONSOLE, "sec-fetch-site": "cross-site" }, expected: true },
+    { name: "a listed Origin without Sec-Fetch-Site (older browser)", headers: { origin: CONSOLE }, expected: true },
+    { name: "same-origin without Origin (a same-origin GET)", headers: { "sec-fetch-site": "same-origin" }, expected: true },
+    { name: "nothing: curl, or a client that is no browser", headers: {}, expected: false },
+    { name: "a GET navigation or form from a plugin page (no Origin, same-site)", headers: { "sec-fetch-site": "same-site", "sec-fetch-mode": "navigate" }, expected: false },
+    { name: "a cross-site navigation", headers: { "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate" }, expected: false },
+    { name: "a typed-in URL or bookmark (none)", headers: { "sec-fetch-site": "none" }, expected: false },
+    { name: "an unlisted Origin (a plugin page's WebSocket)", headers: { origin: "https://plugin-proxy.fundament.io" }, expected: false },
+    { name: "an unlisted Origin claiming same-origin", headers: { origin: "https://plugin-proxy.fundament.io", "sec-fetch-site": "same-origin" }, expected: false },
+    { name: "an opaque Origin (sandboxed iframe)", headers: { origin: "null" }, expected: false },
+    { name: "an opaque Origin claiming same-origin", headers: { origin: "null", "sec-fetch-site": "same-origin" }, expected: false },
+    { name: "the listed Origin with a trailing slash", headers: { origin: `${CONSOLE}/` }, expected: false },
+    { name: "the listed Origin in another case", headers: { origin: "https://Console.fundament.io" }, expected: false },
+    { name: "the listed Origin over http", headers: { origin: "http://console.fundament.io" }, expected: false },
+    { name: "two Origins merged by Envoy", headers: { origin: `${CONSOLE}, https://evil.example` }, expected: false },
+    { name: "an empty Origin", headers: { origin: "" }, expected: false },
+    { name: "Sec-Fetch-Site merged by Envoy", headers: { "sec-fetch-site": "same-origin, cross-site" }, expected: false },
+    { name: "Sec-Fetch-Site in another case", headers: { "sec-fetch-site": "Same-Origin" }, expected: false },
+    { name: "Sec-Fetch-Site with spaces", headers: { "sec-fetch-site": " same-origin" }, expected: false },
+  ])("$name → $expected", ({ headers, expected }) => {
+    expect(cookieCredentialAllowed(headers, listed)).toBe(expected);
+  });
+
+  it("no listed origins: only same-origin", () => {
+    expect(cookieCredentialAllowed({ origin: CONSOLE }, new Set())).toBe(false);
+    expect(cookieCredentialAllowed({ "sec-fetch-site": "same-origin" }, new Set())).toBe(true);
   });
 });
 
