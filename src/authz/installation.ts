@@ -17,12 +17,19 @@ export function unusableInstallation(
   if (installation.name !== claims.installationName) {
     return deny("installation-mismatch", "the token names another installation");
   }
-  if (installation.terminating || installation.phase === "Terminating") {
-    return deny("installation-unavailable", "the plugin installation is being deleted");
-  }
+  if (isBeingDeleted(installation)) return deny("installation-unavailable", "the plugin installation is being deleted");
   // Fail closed (FUN-19 §4): an unpinned install is only usable behind the explicit local-dev switch.
   if (!isPinnedHash(installation.definitionHash) && !allowUnpinned) {
     return deny("installation-unavailable", "the plugin installation does not pin a definition");
   }
   return undefined;
+}
+
+/**
+ * Being deleted: a deletionTimestamp is set, or the controller reports phase Terminating (it may
+ * do so before the API server sets the timestamp, e.g. while it drains the plugin). The gateway
+ * and GetInstallationManifest both ask this, so authn-api never mints a token the gateway refuses.
+ */
+export function isBeingDeleted(installation: Installation): boolean {
+  return installation.terminating || installation.phase === "Terminating";
 }

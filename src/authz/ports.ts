@@ -30,7 +30,12 @@ export interface UserAccessReview {
 
 /** TokenRequest for a ServiceAccount; `undefined` when the ServiceAccount does not exist. */
 export interface ServiceAccountTokens {
-  token(clusterId: string, namespace: string, name: string): Promise<string | undefined>;
+  /**
+   * `ownerUid` is the uid of the object the ServiceAccount belongs to (the plugin installation):
+   * a reinstall under the same name is a new owner, whose new ServiceAccount is asked afresh
+   * instead of being served the deleted one's token.
+   */
+  token(clusterId: string, namespace: string, name: string, ownerUid?: string): Promise<string | undefined>;
 }
 
 /** What the gateway needs to know of a PluginInstallation (plugins.fundament.io/v1). */

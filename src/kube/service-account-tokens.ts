@@ -1,7 +1,10 @@
 /**
  * TokenRequest for a ServiceAccount (the plugin's, or the user's own), cached until 80% of the
  * returned lifetime so a token is never handed out close to its expiry; concurrent misses share
- * one request.
+ * one request. A plugin's token is cached per installation uid as well as per name: a token is
+ * bound to the ServiceAccount object that was asked, so after a reinstall under the same name
+ * (new installation, new ServiceAccount, same names) the old entry would be a token the API server
+ * rejects with 401 until it expired.
  */
 import { CoreV1Api } from "@kubernetes/client-node";
 import { LRUCache } from "lru-cache";
@@ -86,8 +89,8 @@ export class TokenRequests implements ServiceAccountTokens {
     });
   }
 
-  async token(clusterId: string, namespace: string, name: string): Promise<string | undefined> {
-    const key = `${clusterId}/${namespace}/${name}`;
+  async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<string | undefined> {
+    const key = `${clusterId}/${namespace}/${name}/${ownerUid}`;
     // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
     const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
     if (hit !== undefined) {

@@ -6,6 +6,7 @@ import { resolve } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { DependencyUnavailable } from "../authz/errors.ts";
+import { isBeingDeleted } from "../authz/installation.ts";
 import type { InstallationLookup } from "../authz/ports.ts";
 import { isUuid } from "../tokens/claim-formats.ts";
 
@@ -55,7 +56,7 @@ export function installationServiceHandlers(installations: InstallationLookup): 
         callback({ code: grpc.status.NOT_FOUND, details: "no such installation" });
         return;
       }
-      if (installation.terminating) {
+      if (isBeingDeleted(installation)) {
         callback({ code: grpc.status.FAILED_PRECONDITION, details: "installation is being deleted" });
         return;
       }

@@ -146,7 +146,9 @@ async function pluginRequest(
 
   const known = deps.clusters.has(clusterId);
   const path = known ? kubePathOf(rest) : undefined;
-  const info = path?.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
+  // A target Go would read otherwise (e.g. a query past net/url's parameter limit) is never reviewed.
+  const readable = path?.kind === "ok" && request.targetError === undefined;
+  const info = readable ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
   trail.info = info;
   // A name Kubernetes could never store is refused before any remote call: it would otherwise be
   // sent in a SubjectAccessReview and held in a cache key.
@@ -164,17 +166,20 @@ async function pluginRequest(
     info === undefined || (info.isResourceRequest && info.parseError !== undefined) ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info)),
   );
   const pluginToken = start(async () => {
-    const usable = unusableInstallation(await installation.result(), claims, deps.allowUnpinned) === undefined;
-    return usable ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name) : undefined;
+    const found = await installation.result();
+    const usable = unusableInstallation(found, claims, deps.allowUnpinned) === undefined;
+    return usable ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, found!.uid) : undefined;
   });
 
   // Gate 3: OpenFGA can_view on (user, cluster).
   if (!passed("can_view", await canView.result())) return deny("can-view-denied", "the user cannot view this cluster");
   if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
   // Gate 4: parse the Kubernetes request into (apiGroup, resource, verb, namespace, name?, subresource?).
-  trace("kube-path", info?.isResourceRequest && info.parseError !== undefined ? "malformed" : path!.kind);
+  const unreadable = request.targetError !== undefined || (info?.isResourceRequest && info.parseError !== undefined);
+  trace("kube-path", path!.kind === "ok" && unreadable ? "malformed" : path!.kind);
   if (path!.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (path!.kind === "malformed") return deny("bad-request", path!.detail);
+  if (request.targetError !== undefined) return deny("bad-request", request.targetError);
   // kube-apiserver answers these itself, before any authorization (e.g. `/api/v1/watch` with nothing after it).
   if (info?.isResourceRequest && info.parseError !== undefined) return deny("bad-request", info.parseError);
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
