@@ -7,7 +7,14 @@ export interface HttpRequest {
   readonly method: string;
   /** The path without query string or fragment, exactly as Envoy saw it (after its normalisation). */
   readonly path: string;
+  /** The query as Go's url.ParseQuery reads it (the upstreams, kube-apiserver above all, are Go). */
   readonly query: URLSearchParams;
+  /**
+   * Set when Go would not read the request target as `path` and `query` say: Go's url.ParseQuery
+   * refused part or all of the query, or the target holds a `#` (Go's server keeps it in the path or
+   * query; here it would be cut off). A policy whose decision depends on the query refuses the request.
+   */
+  readonly targetError?: string | undefined;
   /** Lower-case header names. Repeated headers arrive merged by Envoy with ", ". */
   readonly headers: Readonly<Record<string, string>>;
   /** Envoy's `x-request-id` (or the attribute id), for logs and the audit line. */
@@ -42,11 +49,12 @@ export function fromCheckRequest(message: CheckRequestMessage): HttpRequest {
     throw new MalformedCheckRequest("CheckRequest carries no HTTP request");
   }
   const headers = readHeaders(http);
-  const { path, query } = splitPath(http.path);
+  const { path, query, targetError } = splitPath(http.path);
   return {
     method: http.method.toUpperCase(),
     path,
     query,
+    targetError,
     headers,
     requestId: headers["x-request-id"] ?? http.id ?? "",
     contextExtensions: { ...(message.attributes?.context_extensions ?? {}) },
@@ -74,25 +82,80 @@ function readHeaders(http: NonNullable<NonNullable<NonNullable<CheckRequestMessa
   return out;
 }
 
-function splitPath(raw: string): { path: string; query: URLSearchParams } {
+function splitPath(raw: string): { path: string; query: URLSearchParams; targetError: string | undefined } {
   const hash = raw.indexOf("#");
   const noFragment = hash === -1 ? raw : raw.slice(0, hash);
+  const fragmentError = hash === -1 ? undefined : "a # in the request target";
   const q = noFragment.indexOf("?");
-  if (q === -1) return { path: noFragment, query: new URLSearchParams() };
-  return { path: noFragment.slice(0, q), query: goQuery(noFragment.slice(q + 1)) };
+  if (q === -1) return { path: noFragment, query: new URLSearchParams(), targetError: fragmentError };
+  const { query, error } = goQuery(noFragment.slice(q + 1));
+  return { path: noFragment.slice(0, q), query, targetError: fragmentError ?? error };
 }
 
+/** net/url's defaultMaxParams (GODEBUG urlmaxqueryparams): past it Go drops the whole query. */
+export const GO_MAX_QUERY_PARAMS = 10_000;
+
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 /**
- * The query as Go's url.ParseQuery reads it, since the upstreams (kube-apiserver above all) are Go:
- * a pair holding `;` or a malformed %-escape is dropped, where URLSearchParams would keep it. Kept,
- * `?watch=1;` reads as a watch here while kube-apiserver runs a list: a verb the user was never
- * authorized for.
+ * Go's url.ParseQuery: pairs split on `&` only; a pair holding `;` or a malformed %-escape is
+ * dropped, `+` is a space, and more than GO_MAX_QUERY_PARAMS pairs drop the whole query. Each of
+ * those is also reported as `error` (kube-apiserver reads the query with the error ignored), as is
+ * a key or value whose bytes are not UTF-8, which a JavaScript string cannot hold as Go does.
+ * Kept, `?watch=1;` would read as a watch here while kube-apiserver runs a list, and
+ * `?fieldSelector=metadata.name%3Dweb-1` + 10,000 `&` as a one-pod list while it lists them all.
  */
-function goQuery(raw: string): URLSearchParams {
-  return new URLSearchParams(
-    raw
-      .split("&")
-      .filter((pair) => !pair.includes(";") && !/%(?![0-9A-Fa-f]{2})/.test(pair))
-      .join("&"),
-  );
+export function goQuery(raw: string): { query: URLSearchParams; error: string | undefined } {
+  const query = new URLSearchParams();
+  const pairs = raw.split("&");
+  if (pairs.length > GO_MAX_QUERY_PARAMS) {
+    return { query, error: `more than ${GO_MAX_QUERY_PARAMS} query parameters (Go ignores the whole query)` };
+  }
+  let error: string | undefined;
+  for (const pair of pairs) {
+    if (pair.includes(";")) {
+      error ??= "a ; in the query (Go drops that parameter)";
+      continue;
+    }
+    if (pair === "") continue;
+    const eq = pair.indexOf("=");
+    const key = goQueryUnescape(eq === -1 ? pair : pair.slice(0, eq));
+    const value = goQueryUnescape(eq === -1 ? "" : pair.slice(eq + 1));
+    if (typeof key !== "string") {
+      error ??= key.error;
+      continue;
+    }
+    if (typeof value !== "string") {
+      error ??= value.error;
+      continue;
+    }
+    query.append(key, value);
+  }
+  return { query, error };
+}
+
+/** url.QueryUnescape, then the bytes read as UTF-8. */
+function goQueryUnescape(s: string): string | { error: string } {
+  if (!s.includes("%") && !s.includes("+")) return s;
+  if (/%(?![0-9A-Fa-f]{2})/.test(s)) return { error: "a malformed %-escape in the query (Go drops that parameter)" };
+  const chunks: Buffer[] = [];
+  let text = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c !== 0x25 && c !== 0x2b) continue;
+    chunks.push(Buffer.from(s.slice(text, i), "utf8"));
+    if (c === 0x2b) {
+      chunks.push(Buffer.of(0x20));
+    } else {
+      chunks.push(Buffer.of(parseInt(s.slice(i + 1, i + 3), 16)));
+      i += 2;
+    }
+    text = i + 1;
+  }
+  chunks.push(Buffer.from(s.slice(text), "utf8"));
+  try {
+    return UTF8.decode(Buffer.concat(chunks));
+  } catch {
+    return { error: "a query parameter that is not UTF-8" };
+  }
 }
