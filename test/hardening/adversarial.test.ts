@@ -67,6 +67,8 @@ function sarAllows(a: AccessAttributes): boolean {
 const P = await pluginToken();
 const U = await userToken();
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
+/** What a browser sends with a same-origin request: the session cookie counts only then (or from a listed Origin). */
+const SAME_ORIGIN = { "sec-fetch-site": "same-origin" } as const;
 const plug = (claims: Record<string, unknown>) => craft({ alg: "HS256", typ: "JWT" }, validPluginPayload(claims));
 const plugPayload = (payload: object | string, header: object = { alg: "HS256", typ: "JWT" }) => craft(header, payload);
 const withSecret = (secret: string | Buffer, payload: object = validPluginPayload(), header: object = { alg: "HS256", typ: "JWT" }) =>
@@ -189,7 +191,7 @@ const audiences: Case[] = [
   { name: "aud in another case", expect: "wrong-audience", headers: bearer(plug({ aud: "Fundament-Plugin" })) },
   { name: "control: aud as a one-element list", expect: "allow", headers: bearer(plug({ aud: ["fundament-plugin"] })) },
   { name: "UserToken on plugin-proxy", expect: "wrong-audience", policy: "plugin-proxy", path: RUNTIME, headers: bearer(U) },
-  { name: "PluginToken in the cookie (UserToken only there)", expect: "wrong-audience", headers: { cookie: `fundament_auth=${P}` } },
+  { name: "PluginToken in the cookie (UserToken only there)", expect: "wrong-audience", headers: { cookie: `fundament_auth=${P}`, ...SAME_ORIGIN } },
 ];
 
 const [h, p, s] = P.split(".") as [string, string, string];
@@ -293,8 +295,11 @@ const multiple: Case[] = [
   { name: "Bearer and WebSocket bearer together", expect: "invalid-token", headers: { ...bearer(P), "sec-websocket-protocol": wsBearer(P) } },
   { name: "two WebSocket bearer subprotocols", expect: "invalid-token", headers: { "sec-websocket-protocol": `${wsBearer(P)}, ${wsBearer(P)}` } },
   { name: "WebSocket bearer not base64url", expect: "invalid-token", headers: { "sec-websocket-protocol": "base64url.bearer.authorization.k8s.io.***" } },
-  { name: "two fundament_auth cookies", expect: "invalid-token", headers: { cookie: `fundament_auth=${U}; fundament_auth=${U}` } },
-  { name: "two fundament_auth cookies merged with a comma", expect: "invalid-token", headers: { cookie: `fundament_auth=${U}, fundament_auth=${U}` } },
+  { name: "two fundament_auth cookies", expect: "invalid-token", headers: { cookie: `fundament_auth=${U}; fundament_auth=${U}`, ...SAME_ORIGIN } },
+  { name: "two fundament_auth cookies merged with a comma", expect: "invalid-token", headers: { cookie: `fundament_auth=${U}, fundament_auth=${U}`, ...SAME_ORIGIN } },
+  { name: "the cookie without Origin or Sec-Fetch-Site (a plugin page's GET navigation)", expect: "missing-token", headers: { cookie: `fundament_auth=${U}` } },
+  { name: "the cookie on a same-site navigation", expect: "missing-token", headers: { cookie: `fundament_auth=${U}`, "sec-fetch-site": "same-site", "sec-fetch-mode": "navigate" } },
+  { name: "the cookie from an unlisted Origin claiming same-origin", expect: "missing-token", headers: { cookie: `fundament_auth=${U}`, origin: "https://plugin-proxy.fundament.io", ...SAME_ORIGIN } },
   { name: "control: Bearer wins over the cookie (browser sends both)", expect: "allow", headers: { ...bearer(P), cookie: `fundament_auth=${U}` } },
   { name: "control: WebSocket bearer alone", expect: "allow", headers: { "sec-websocket-protocol": `v5.channel.k8s.io, ${wsBearer(P)}` } },
 ];
@@ -431,7 +436,7 @@ const SMUGGLED = {
 const allowedRoutes: Array<{ route: string; policy: string; path: string; headers: Record<string, string> }> = [
   { route: "kube-api-proxy (PluginToken)", policy: "kube-api-proxy", path: PODS, headers: bearer(P) },
   { route: "kube-api-proxy (UserToken)", policy: "kube-api-proxy", path: PODS, headers: bearer(U) },
-  { route: "kube-api-proxy (UserToken cookie)", policy: "kube-api-proxy", path: PODS, headers: { cookie: `fundament_auth=${U}` } },
+  { route: "kube-api-proxy (UserToken cookie)", policy: "kube-api-proxy", path: PODS, headers: { cookie: `fundament_auth=${U}`, ...SAME_ORIGIN } },
   { route: "plugin-proxy runtime", policy: "plugin-proxy", path: RUNTIME, headers: bearer(P) },
   { route: "plugin-proxy controller", policy: "plugin-proxy", path: `/installations/${ids.installation}/controller/status`, headers: bearer(P) },
   { route: "plugin-assets", policy: "plugin-assets", path: "/plugins/cert-manager/1.4.0/console/index.html", headers: {} },
@@ -480,7 +485,7 @@ const oversized: Case[] = [
   { name: "control: 5,000 junk headers around a valid token", expect: "allow", headers: { ...manyHeaders(5_000), ...bearer(P), "x-fundament-user-id": "admin" } },
   { name: "20,000 junk headers, no token", expect: "missing-token", headers: manyHeaders(20_000) },
   { name: "a 1 MB junk header value with a valid token", expect: "allow", headers: { ...bearer(P), "x-junk": "v".repeat(1_000_000) } },
-  { name: "a 3 MB cookie holding the token twice", expect: "invalid-token", headers: { cookie: `fundament_auth=${U}; ${"a=b; ".repeat(500_000)}fundament_auth=${U}` } },
+  { name: "a 3 MB cookie holding the token twice", expect: "invalid-token", headers: { cookie: `fundament_auth=${U}; ${"a=b; ".repeat(500_000)}fundament_auth=${U}`, ...SAME_ORIGIN } },
   { name: "4,000 raw Authorization entries", expect: "invalid-token", raw: rawHeaders(Array.from({ length: 4_000 }, () => ["authorization", `Bearer ${P}`] as [string, string])) },
   { name: "a 1.5 MB path", expect: "user-sar-denied", path: `${C}/api/v1/namespaces/${"a/".repeat(750_000)}` },
   { name: "a CheckRequest over gRPC's 4 MB limit (Envoy fails closed on the error)", expect: "grpc-error", headers: { ...bearer(P), "x-junk": "v".repeat(5_000_000) } },

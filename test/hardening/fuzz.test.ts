@@ -152,6 +152,14 @@ const token = fc.oneof(
 );
 
 type Where = "bearer" | "cookie" | "ws";
+type Browser = "same-origin" | "absent" | "same-site" | "cross-site" | "plugin-origin";
+const BROWSER_HEADERS: Record<Browser, Array<[string, string]>> = {
+  "same-origin": [["sec-fetch-site", "same-origin"]],
+  absent: [],
+  "same-site": [["sec-fetch-site", "same-site"]],
+  "cross-site": [["sec-fetch-site", "cross-site"]],
+  "plugin-origin": [["origin", "https://plugin-proxy.fundament.io"], ["sec-fetch-site", "same-origin"]],
+};
 const credential = fc.record({
   where: fc.constantFrom<Where>("bearer", "bearer", "cookie", "ws"),
   scheme: fc.constantFrom("Bearer ", "bearer ", "BEARER ", "Bearer  ", "Basic ", "", "Bearer\t", " Bearer "),
@@ -198,6 +206,8 @@ const requestArb = fc
     method: fc.constantFrom(...METHODS),
     credentials,
     wsProtocols: fc.constantFrom("", "v5.channel.k8s.io"),
+    // The page a browser says the request came from: the session cookie counts only for same-origin (no Console origin is configured here).
+    browser: fc.constantFrom<Browser>("same-origin", "same-origin", "absent", "same-site", "cross-site", "plugin-origin"),
     extra: fc.array(extraHeader, { maxLength: 4 }),
     raw: fc.boolean(),
     query,
@@ -229,6 +239,7 @@ function headersOf(spec: RequestSpec): Array<[string, string]> {
     if (c.where === "ws") out.push(["sec-websocket-protocol", `base64url.bearer.authorization.k8s.io.${b64url(c.token)}`]);
   }
   if (spec.wsProtocols !== "") out.push(["sec-websocket-protocol", spec.wsProtocols]);
+  out.push(...BROWSER_HEADERS[spec.browser]);
   for (const [name, value] of spec.extra) out.push([name, value]);
   return out;
 }
@@ -314,7 +325,7 @@ function wrongAllow(spec: RequestSpec, world: WorldSpec, res: CheckResponseMessa
   if (segments === undefined || segments.some((s) => s === "." || s === "..")) return "allowed a dot segment";
   const creds = validCredentials(spec);
   const set = Object.fromEntries((res.ok_response?.headers ?? []).map((h) => [h.header.key, h.header.value]));
-  // plugin-proxy reads Bearer only; kube-api-proxy Bearer and the WebSocket subprotocol, and the cookie only without either.
+  // plugin-proxy reads Bearer only; kube-api-proxy Bearer and the WebSocket subprotocol, and the cookie only without either (and only same-origin).
   const explicitSources: readonly Where[] = policy === "plugin-proxy" ? ["bearer"] : ["bearer", "ws"];
   // An Authorization header that is only whitespace carries no credential (missing, not invalid).
   const explicit = spec.credentials.filter((c) => explicitSources.includes(c.where) && !(c.where === "bearer" && `${c.scheme}${c.token}`.trim() === "")).length;
@@ -330,7 +341,8 @@ function wrongAllow(spec: RequestSpec, world: WorldSpec, res: CheckResponseMessa
   // kube-api-proxy
   const clusterInUrl = /^\/clusters\/([^/]*)\//.exec(spec.path)?.[1];
   const cookies = spec.credentials.filter((c) => c.where === "cookie").length;
-  const usable = creds.filter((c) => (explicit === 1 ? c.where !== "cookie" : c.where === "cookie" && cookies === 1));
+  const cookieCounts = spec.browser === "same-origin";
+  const usable = creds.filter((c) => (explicit === 1 ? c.where !== "cookie" : c.where === "cookie" && cookies === 1 && cookieCounts));
   const user = usable.some((c) => c.v.type === "user");
   const pluginCred = usable.find((c) => c.v.type === "plugin" && c.where !== "cookie" && c.v.clusterId === clusterInUrl);
   if (!user && pluginCred === undefined) return "kube-api-proxy allowed without a token valid for this cluster";

@@ -46,7 +46,7 @@ const kube = (headers: Record<string, string>, path = PODS, method = "GET"): Req
 const steps: Step[] = [
   { name: "PluginToken allowed", expect: "allow", request: async () => kube({ authorization: `Bearer ${await t(pluginToken())}` }) },
   { name: "UserToken allowed", expect: "allow", request: async () => kube({ authorization: `Bearer ${await t(userToken())}` }) },
-  { name: "UserToken cookie allowed", expect: "allow", request: async () => kube({ cookie: `fundament_auth=${await t(userToken())}` }) },
+  { name: "UserToken cookie allowed", expect: "allow", request: async () => kube({ cookie: `fundament_auth=${await t(userToken())}`, "sec-fetch-site": "same-origin" }) },
   { name: "token signed with the old secret allowed", expect: "allow", request: async () => kube({ authorization: `Bearer ${await t(userToken({}, { secret: OLD_SECRET }))}` }) },
   {
     name: "plugin-proxy allowed",

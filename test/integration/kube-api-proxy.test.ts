@@ -59,7 +59,7 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     { name: "wrong issuer", headers: () => bearer(pluginToken({}, { issuer: "fundament-authn-api/" })), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "aud holds both audiences", headers: () => bearer(pluginToken({ aud: ["fundament-plugin", "fundament-user"] })), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "a token for another service", headers: () => bearer(pluginToken({ aud: "organization-api" })), http: 401, grpc: 16, reason: "wrong-audience" },
-    { name: "PluginToken in the cookie (UserToken only there)", headers: async () => ({ cookie: `fundament_auth=${await pluginToken()}` }), http: 401, grpc: 16, reason: "wrong-audience" },
+    { name: "PluginToken in the cookie (UserToken only there)", headers: async () => ({ cookie: `fundament_auth=${await pluginToken()}`, "sec-fetch-site": "same-origin" }), http: 401, grpc: 16, reason: "wrong-audience" },
     { name: "Bearer and WebSocket bearer together", headers: async () => ({ authorization: `Bearer ${await pluginToken()}`, "sec-websocket-protocol": `base64url.bearer.authorization.k8s.io.${Buffer.from(await pluginToken()).toString("base64url")}` }), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "impersonation headers", headers: async () => ({ ...(await bearer(pluginToken())), "impersonate-user": "admin" }), http: 403, grpc: 7, reason: "impersonation-forbidden" },
     { name: "URL cluster differs from the claim", path: `/clusters/${ids.otherCluster}/api/v1/pods`, http: 403, grpc: 7, reason: "cluster-mismatch" },
@@ -187,9 +187,34 @@ describe("kube-api-proxy: UserToken path (aud=fundament-user)", () => {
     expect(world.sarRequests).toEqual([]);
   });
 
-  it("accepts the fundament_auth cookie and removes it upstream", async () => {
-    const res = await check(`${base}/version`, { cookie: `theme=dark; fundament_auth=${await userToken()}` });
+  it("accepts the fundament_auth cookie on a same-origin request and removes it upstream", async () => {
+    const res = await check(`${base}/version`, { cookie: `theme=dark; fundament_auth=${await userToken()}`, "sec-fetch-site": "same-origin" });
     expect(res).toMatchObject({ allowed: true, set: { authorization: `Bearer ${SA_USER}` }, removed: ["cookie"] });
+  });
+
+  it("takes the cookie only from a page the browser vouches for: a listed Origin, or same-origin (over gRPC)", async () => {
+    const cookie = `theme=dark; fundament_auth=${await userToken()}`;
+    const consoleServer = await startTestServer(world, testConfig({ tokens: { secrets: [{ env: "PORTCULLIS_TEST_SECRET" }], cookieOrigins: ["https://console.fundament.io"] } }));
+    const cases: Array<{ name: string; headers: Record<string, string>; expected: string }> = [
+      { name: "no Origin, no Sec-Fetch-Site (a plugin page's form GET, curl)", headers: {}, expected: "missing-token" },
+      { name: "a same-site GET navigation from a plugin page", headers: { "sec-fetch-site": "same-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document" }, expected: "missing-token" },
+      { name: "a cross-site navigation", headers: { "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate" }, expected: "missing-token" },
+      { name: "a typed-in URL", headers: { "sec-fetch-site": "none", "sec-fetch-mode": "navigate" }, expected: "missing-token" },
+      { name: "the plugin-proxy Origin", headers: { origin: "https://plugin-proxy.fundament.io", "sec-fetch-site": "same-site" }, expected: "missing-token" },
+      { name: "an opaque Origin", headers: { origin: "null" }, expected: "missing-token" },
+      { name: "same-origin", headers: { "sec-fetch-site": "same-origin" }, expected: "allowed" },
+      { name: "the Console's Origin", headers: { origin: "https://console.fundament.io", "sec-fetch-site": "same-site" }, expected: "allowed" },
+    ];
+    try {
+      const got = [];
+      for (const c of cases) {
+        const res = await consoleServer.check({ path: `${base}/api/v1/namespaces/team-a/pods`, headers: { cookie, ...c.headers }, policy: "kube-api-proxy" });
+        got.push({ name: c.name, outcome: res.allowed ? "allowed" : res.reason });
+      }
+      expect(got).toEqual(cases.map((c) => ({ name: c.name, outcome: c.expected })));
+    } finally {
+      await consoleServer.stop();
+    }
   });
 
   it("does not let a browser page from another origin authenticate with the cookie (WebSocket upgrades skip CORS)", async () => {

@@ -43,7 +43,7 @@ describe("cookieToken", () => {
 describe("cookieCredentialAllowed: the browser vouches for the page (a listed Origin, or same-origin)", () => {
   const CONSOLE = "https://console.fundament.io";
   const listed = new Set([CONSOLE]);
-  it.each([
+  it.each<{ name: string; headers: Record<string, string>; expected: boolean }>([
     { name: "a listed Origin (the Console's fetch or WebSocket)", headers: { origin: CONSOLE, "sec-fetch-site": "same-site" }, expected: true },
     { name: "a listed Origin, cross-site", headers: { origin: CONSOLE, "sec-fetch-site": "cross-site" }, expected: true },
     { name: "a listed Origin without Sec-Fetch-Site (older browser)", headers: { origin: CONSOLE }, expected: true },
