@@ -137,13 +137,13 @@ describe("SIGTERM", () => {
     p.child.kill("SIGTERM");
     const answers: Array<Promise<string>> = [];
     const healthDuring: string[] = [];
-    const readyDuring: number[] = [];
+    const readyDuring: Array<number | string> = [];
     // Envoy keeps sending until its health checks see NOT_SERVING: one check every 100 ms for most of the drain period.
     for (let i = 0; performance.now() - signalled < DEFAULT_DRAIN_MS - 1_000; i++) {
       answers.push(ask(i));
       if (i % 10 === 5) {
         healthDuring.push(await healthStatus(address));
-        readyDuring.push((await fetch(`http://${p.addresses.admin}/readyz`)).status);
+        readyDuring.push(await fetch(`http://${p.addresses.admin}/readyz`).then((r) => r.status, () => "refused"));
       }
       await new Promise((r) => setTimeout(r, 100));
     }
