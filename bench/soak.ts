@@ -118,7 +118,7 @@ const KINDS: Kind[] = [
     weight: 25,
     build: (i) => {
       const t = tokens[i % USERS]!;
-      return { request: envoyCheckRequest({ path: PODS, headers: { cookie: `fundament_auth=${t.session}` }, policy: "kube-api-proxy" }), expect: viewOutcome(t.user) };
+      return { request: envoyCheckRequest({ path: PODS, headers: { cookie: `fundament_auth=${t.session}`, "sec-fetch-site": "same-origin" }, policy: "kube-api-proxy" }), expect: viewOutcome(t.user) };
     },
   },
   {
