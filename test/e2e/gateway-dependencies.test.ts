@@ -5,7 +5,7 @@
  */
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import * as grpc from "@grpc/grpc-js";
-import { CustomObjectsApi, type KubernetesObject } from "@kubernetes/client-node";
+import { CoreV1Api, CustomObjectsApi, type KubernetesObject } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DependencyCall } from "../../src/metrics/events.ts";
 import { installationServiceConstructor } from "../../src/server/installation-service.ts";
@@ -120,6 +120,52 @@ describe("PluginInstallation index and GetInstallationManifest", () => {
       const res = await getManifest(ids.cluster, uid);
       return !res.ok && res.code === grpc.status.NOT_FOUND;
     });
+  });
+
+  it("after a reinstall under the same name, injects a token the API server accepts, never the deleted ServiceAccount's", async () => {
+    const core = world.admin.makeApiClient(CoreV1Api);
+    const sa = { namespace: "plugin-loki", name: "plugin-loki" };
+    const install = async () => {
+      const created = (await custom.createClusterCustomObject({
+        group: "plugins.fundament.io",
+        version: "v1",
+        plural: "plugininstallations",
+        body: {
+          apiVersion: "plugins.fundament.io/v1",
+          kind: "PluginInstallation",
+          metadata: { name: "loki" },
+          spec: { organizationId: "org-acme", definitionRef: { pluginName: "loki", pluginVersion: "3.0.0", definitionHash: `sha256:${"ef".repeat(32)}` } },
+        },
+      })) as KubernetesObject;
+      await core.createNamespacedServiceAccount({ namespace: sa.namespace, body: { metadata: { name: sa.name } } });
+      return created.metadata!.uid!;
+    };
+    const injected = async (uid: string) => {
+      const token = await pluginToken({ sub: users.alice, installation_id: uid, installation_name: "loki", plugin_name: "loki", plugin_version: "3.0.0" });
+      const res = await world.portcullis.check({ path: `/clusters/${ids.cluster}/version`, headers: { authorization: `Bearer ${token}` }, policy: "kube-api-proxy" });
+      return res.allowed ? res.set?.["authorization"] : undefined;
+    };
+    const apiServerAccepts = async (authorization: string) => (await world.replay("GET", "/version", { authorization })) === 200;
+
+    await core.createNamespace({ body: { metadata: { name: sa.namespace } } });
+    const first = await install();
+    await waitFor(async () => (await injected(first)) !== undefined);
+    const oldToken = (await injected(first))!;
+    expect(await apiServerAccepts(oldToken)).toBe(true);
+
+    // Uninstall: the installation and its ServiceAccount go (the namespace stays: no namespace controller here).
+    await custom.deleteClusterCustomObject({ group: "plugins.fundament.io", version: "v1", plural: "plugininstallations", name: "loki" });
+    await core.deleteNamespacedServiceAccount({ namespace: sa.namespace, name: sa.name });
+    await waitFor(async () => (await getManifest(ids.cluster, first)).ok === false);
+    // The API server caches a token's authentication for 10 s; then the deleted ServiceAccount's token is refused.
+    await waitFor(async () => !(await apiServerAccepts(oldToken)));
+
+    const second = await install();
+    expect(second).not.toBe(first);
+    await waitFor(async () => (await injected(second)) !== undefined);
+    const newToken = (await injected(second))!;
+    expect(newToken).not.toBe(oldToken);
+    expect(await apiServerAccepts(newToken)).toBe(true);
   });
 
   it("reports readiness through gRPC health and the admin port", async () => {
