@@ -4,6 +4,7 @@
  * It carries identifiers and request attributes only — never a token.
  */
 import type { Decision } from "../authz/decision.ts";
+import type { PluginTokenReplayAudit } from "./plugin-token-replay.ts";
 
 export interface PluginRequestAudit {
   readonly audit: "plugin_request";
@@ -33,6 +34,8 @@ export interface PluginRequestAudit {
 
 export interface AuditSink {
   pluginRequest(line: PluginRequestAudit): void;
+  /** FUN-17 §3: a PluginToken refused by a platform API (src/audit/plugin-token-replay.ts). */
+  pluginTokenReplay(line: PluginTokenReplayAudit): void;
 }
 
 export function decisionLabel(decision: Decision): string {

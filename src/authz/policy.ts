@@ -5,7 +5,7 @@
 import type { BodyShape, Decision } from "./decision.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
 
-export const POLICY_NAMES = ["kube-api-proxy", "plugin-proxy", "plugin-assets", "konfidence-api"] as const;
+export const POLICY_NAMES = ["kube-api-proxy", "plugin-proxy", "plugin-assets", "konfidence-api", "platform-api", "public"] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
 export interface Policy {

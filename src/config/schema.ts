@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { checkEnvoySection, envoySchema } from "./envoy-schema.ts";
 import { checkKonfidenceSection, konfidenceSchema } from "./konfidence-schema.ts";
+import { platformSchema } from "./platform-schema.ts";
 
 const address = z
   .string()
@@ -155,6 +156,9 @@ export const configSchema = z
       .default({ allowUnpinned: false, controller: { namespace: "fundament-system", service: "plugin-controller" } }),
     envoy: envoySchema.optional().describe("what only Envoy needs; read by `portcullis envoy-config`, ignored by the server"),
     konfidence: konfidenceSchema.optional().describe("the konfidence-api policy (ADR-0028); not registered when absent"),
+    platform: platformSchema
+      .default({ services: [] })
+      .describe("the platform's user-facing services, for the platform-api and public policies (FUN-17 §3, FUN-19 §5)"),
   })
   .strict()
   .superRefine(checkEnvoySection)

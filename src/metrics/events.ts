@@ -57,6 +57,20 @@ export function publishProviderFetchRefused(provider: string): void {
   if (providerFetchesRefused.hasSubscribers) providerFetchesRefused.publish({ provider } satisfies ProviderFetchRefused);
 }
 
+/** FUN-17 §3: a PluginToken refused by a platform API (a cross-service replay). */
+export interface PluginTokenReplay {
+  /** A configured service name (a closed set). */
+  readonly service: string;
+  /** The request's path: client-chosen, so bounded where it becomes a label. */
+  readonly method: string;
+}
+
+export const pluginTokenReplays = channel("portcullis:plugin-token-replay");
+
+export function publishPluginTokenReplay(service: string, method: string): void {
+  if (pluginTokenReplays.hasSubscribers) pluginTokenReplays.publish({ service, method } satisfies PluginTokenReplay);
+}
+
 export function publishCacheLookup(cache: string, outcome: string | undefined): void {
   if (cacheLookups.hasSubscribers) cacheLookups.publish({ cache, outcome: outcome ?? "unknown" } satisfies CacheLookup);
 }

@@ -5,7 +5,7 @@
  */
 import { subscribe } from "node:diagnostics_channel";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { CacheLookup, CheckDecision, DependencyCall, InvalidSubject, ProviderBackoffChange, ProviderFetchRefused } from "./events.ts";
+import type { CacheLookup, CheckDecision, DependencyCall, InvalidSubject, PluginTokenReplay, ProviderBackoffChange, ProviderFetchRefused } from "./events.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
@@ -132,7 +132,38 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
   subscribe("portcullis:oidc-provider-fetch-refused", (message) => {
     providerRefusals.inc({ provider: (message as ProviderFetchRefused).provider });
   });
+  const replays = new Counter({
+    name: "portcullis_plugin_token_replay_total",
+    help: "PluginTokens refused by a platform API (FUN-17 §3: a cross-service replay), by service and method",
+    labelNames: ["service", "method"],
+    registers: [registry],
+  });
+  const replayMethods = new BoundedLabel(MAX_REPLAY_METHODS);
+  subscribe("portcullis:plugin-token-replay", (message) => {
+    const m = message as PluginTokenReplay;
+    replays.inc({ service: m.service, method: replayMethods.of(m.method) });
+  });
   return registry;
+}
+
+/** Distinct paths a replaying plugin can make label values of; past this they count as `other`. */
+const MAX_REPLAY_METHODS = 200;
+
+/** A client-chosen label value, kept to a bounded set: the first `max` values seen, then `other`. */
+class BoundedLabel {
+  readonly #seen = new Set<string>();
+  readonly #max: number;
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  of(value: string): string {
+    if (this.#seen.has(value)) return value;
+    if (this.#seen.size >= this.#max) return "other";
+    this.#seen.add(value);
+    return value;
+  }
 }
 
 /** Counts by a pair of label values (both from closed sets), drained into a prom-client Counter when scraped. */

@@ -14,6 +14,8 @@ import type { Policy } from "../authz/policy.ts";
 import { kubeApiProxy } from "../authz/policies/kube-api-proxy.ts";
 import { pluginAssets } from "../authz/policies/plugin-assets.ts";
 import { pluginProxy } from "../authz/policies/plugin-proxy.ts";
+import { platformApi } from "../authz/policies/platform-api.ts";
+import { publicRoutes } from "../authz/policies/public.ts";
 import type {
   ClusterViewCheck,
   InstallationLookup,
@@ -130,6 +132,8 @@ export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Pol
     clockToleranceSeconds: config.tokens.clockToleranceSeconds,
     cacheMaxEntries: config.tokens.cacheMaxEntries,
   });
+  const cookieOrigins = new Set(config.tokens.cookieOrigins.map((origin) => new URL(origin).origin));
+  const platform = config.platform.services;
   return [
     kubeApiProxy({
       tokens,
@@ -139,7 +143,7 @@ export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Pol
       installations: ports.installations,
       serviceAccountTokens: ports.serviceAccountTokens,
       audit,
-      cookieOrigins: new Set(config.tokens.cookieOrigins.map((origin) => new URL(origin).origin)),
+      cookieOrigins,
       allowUnpinned: config.plugins.allowUnpinned,
     }),
     pluginProxy({
@@ -151,6 +155,8 @@ export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Pol
       controller: config.plugins.controller,
     }),
     pluginAssets(),
+    platformApi({ tokens, cookieOrigins, services: new Set(platform.map((s) => s.name)), audit }),
+    publicRoutes({ publicPaths: new Map(platform.map((s) => [s.name, new Set(s.public)])) }),
     ...(config.konfidence === undefined ? [] : [konfidencePolicy(config.konfidence, ports.konfidence)]),
   ];
 }

@@ -33,5 +33,6 @@ export const EXPLAIN_REQUEST_ID_PREFIX = "explain:";
 export function explainAudit(audit: AuditSink): AuditSink {
   return {
     pluginRequest: (line) => audit.pluginRequest({ ...line, request_id: `${EXPLAIN_REQUEST_ID_PREFIX}${line.request_id}`, explain: true }),
+    pluginTokenReplay: (line) => audit.pluginTokenReplay({ ...line, request_id: `${EXPLAIN_REQUEST_ID_PREFIX}${line.request_id}`, explain: true }),
   };
 }

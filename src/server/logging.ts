@@ -48,7 +48,7 @@ export function createLogging(level: string, destination?: DestinationStream): L
   const auditLogger = pino({ level: "info", base: null }, stream);
   return {
     logger,
-    audit: { pluginRequest: (line) => auditLogger.info(line) },
+    audit: { pluginRequest: (line) => auditLogger.info(line), pluginTokenReplay: (line) => auditLogger.info(line) },
     flush: () =>
       new Promise<void>((resolveFlush) => {
         const s = stream as { flush?: (cb: (err?: Error) => void) => void; flushSync?: () => void };

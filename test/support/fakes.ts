@@ -3,6 +3,7 @@
  * asked. Each answers from a table the test sets.
  */
 import type { PluginRequestAudit } from "../../src/audit/plugin-request.ts";
+import type { PluginTokenReplayAudit } from "../../src/audit/plugin-token-replay.ts";
 import { DependencyUnavailable } from "../../src/authz/errors.ts";
 import type { AccessAttributes, Installation } from "../../src/authz/ports.ts";
 import type { Ports } from "../../src/server/app.ts";
@@ -72,7 +73,11 @@ export class FakeWorld implements Ports {
       return this.clusterIds.has(clusterId) ? this.installationsByUid.get(uid) : undefined;
     },
   };
-  audit = { pluginRequest: (line: PluginRequestAudit) => void this.audits.push(line) };
+  replays: PluginTokenReplayAudit[] = [];
+  audit = {
+    pluginRequest: (line: PluginRequestAudit) => void this.audits.push(line),
+    pluginTokenReplay: (line: PluginTokenReplayAudit) => void this.replays.push(line),
+  };
   ready = () => this.indexSynced;
   indexSizes = () => [];
   stop = async () => {};

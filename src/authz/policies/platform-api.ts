@@ -1,0 +1,104 @@
+/**
+ * platform-api: the platform's user-facing services (authn-api, organization-api, dcim-api and any
+ * other a platform team lists) — FUN-17 §3's escalation wall, enforced once at the mesh:
+ *  - UserToken only (aud=fundament-user), from `Authorization: Bearer` (functl, the Terraform
+ *    provider, API-key exchange results) or the `fundament_auth` cookie from a Console origin, with
+ *    the same verification as kube-api-proxy (issuer, algorithm, expiry, secret rotation);
+ *  - a PluginToken is refused 401 `wrong-audience`: "a plugin holding a PluginToken could replay it
+ *    against organization-api/CreateAPIKey and obtain a long-lived token". It is counted and logged
+ *    as a security event, and so authn-api's MintPluginToken accepts a UserToken only: a PluginToken
+ *    cannot mint another;
+ *  - on allow the credential goes on unchanged (the services still validate it themselves: defence
+ *    in depth) and portcullis adds the identity it verified. Client-sent x-fundament-* never reach them.
+ */
+import type { AuditSink } from "../../audit/plugin-request.ts";
+import { allow, deny, type Decision } from "../decision.ts";
+import { identify, type AcceptedCredentials } from "../fundament-identity.ts";
+import type { Policy } from "../policy.ts";
+import { passed, trace } from "../trace.ts";
+import type { HttpRequest } from "../../envoy/check-request.ts";
+import { mutations } from "../../headers/mutations.ts";
+import { publishPluginTokenReplay } from "../../metrics/events.ts";
+import { isUuid } from "../../tokens/claim-formats.ts";
+import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
+
+export interface PlatformApiDeps {
+  readonly tokens: TokenVerifier;
+  /** Browser origins whose requests may authenticate with the session cookie (the Console's). */
+  readonly cookieOrigins: ReadonlySet<string>;
+  /** `platform.services[].name`: the services Envoy may name in `context_extensions.service`. */
+  readonly services: ReadonlySet<string>;
+  readonly audit: Pick<AuditSink, "pluginTokenReplay">;
+}
+
+/** The verified identity portcullis adds for services that want it; the client's own are always replaced or removed. */
+export const IDENTITY_HEADERS = {
+  userId: "x-fundament-user-id",
+  organizationIds: "x-fundament-organization-ids",
+} as const;
+
+/**
+ * Both token types are read from both places so that a PluginToken is recognised — and refused,
+ * counted and logged — rather than passed over as "no credential".
+ */
+const READ: AcceptedCredentials = { bearer: ["user", "plugin"], cookie: ["user", "plugin"] };
+
+/** Longest path kept as the replay metric's `method` label (a Connect RPC path is far shorter). */
+const MAX_METHOD_LABEL = 128;
+
+/** The service Envoy's route names; anything else is a route portcullis was not configured for. */
+export function platformService(request: HttpRequest, services: ReadonlySet<string>): string | undefined {
+  const name = request.contextExtensions["service"];
+  return name !== undefined && services.has(name) ? name : undefined;
+}
+
+export function platformApi(deps: PlatformApiDeps): Policy {
+  return {
+    name: "platform-api",
+    bodyShape: "json",
+    async decide(request): Promise<Decision> {
+      const service = platformService(request, deps.services);
+      if (!passed("platform-service", service !== undefined)) return deny("no-policy", "no platform service is configured for this route");
+      const identity = await identify(request.headers, READ, deps.tokens, deps.cookieOrigins);
+      trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
+      if (identity.kind === "deny") return identity;
+      const { claims } = identity;
+      // aud=fundament-user: a PluginToken here is the cross-service replay of FUN-17 §3.
+      if (!passed("user-audience", claims.type === "user")) {
+        replayRefused(request, service!, identity.source, claims as PluginClaims, deps.audit);
+        return deny("wrong-audience", "the token is not accepted here");
+      }
+      return userRequest(request, claims as UserClaims);
+    },
+  };
+}
+
+/** The credential goes on as it came; the verified identity is added. */
+function userRequest(request: HttpRequest, claims: UserClaims): Decision {
+  // Claims become header values only once they are known to be UUIDs (no separators, no CR/LF).
+  if (!passed("organization-ids", claims.organizationIds.every(isUuid))) return deny("invalid-token", "the token's organization_ids are not UUIDs");
+  const set: Record<string, string> = { [IDENTITY_HEADERS.userId]: claims.sub };
+  // Without organizations the header is absent (and a client-sent one removed), never empty.
+  if (claims.organizationIds.length > 0) set[IDENTITY_HEADERS.organizationIds] = claims.organizationIds.join(",");
+  return allow(mutations(request.headers, set));
+}
+
+function replayRefused(request: HttpRequest, service: string, credential: string, claims: PluginClaims, audit: PlatformApiDeps["audit"]): void {
+  publishPluginTokenReplay(service, request.path.slice(0, MAX_METHOD_LABEL));
+  audit.pluginTokenReplay({
+    audit: "plugin_token_replay",
+    service,
+    path: request.path,
+    http_method: request.method,
+    credential,
+    user: claims.sub,
+    cluster_id: claims.clusterId,
+    installation_id: claims.installationId,
+    installation_name: claims.installationName,
+    plugin_name: claims.pluginName,
+    plugin_version: claims.pluginVersion,
+    definition_hash: claims.definitionHash,
+    origin: request.headers["origin"] ?? "",
+    request_id: request.requestId,
+  });
+}
