@@ -1,6 +1,6 @@
 /**
  * `workers: N`: the primary forks N workers that share the gRPC port; each answers checks; SIGTERM
- * to the primary drains every worker and the primary exits 0. A worker that cannot start stops the
+ * to the primary drains every worker (each for shutdown.drainMs) and the primary exits 0. A worker that cannot start stops the
  * whole server with a non-zero exit, as a single process would.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -25,7 +25,8 @@ function freePort(): Promise<number> {
   });
 }
 
-async function config(storeId: string): Promise<{ file: string; grpc: number }> {
+/** `secretEnv` names the environment variable holding the token secret; an unset one fails every worker's start. */
+async function config(secretEnv = "WORKERS_TEST_SECRET"): Promise<{ file: string; grpc: number }> {
   const [grpc, admin, internal] = [await freePort(), await freePort(), await freePort()];
   const file = join(dir, `config-${grpc}.yaml`);
   writeFileSync(
@@ -33,8 +34,8 @@ async function config(storeId: string): Promise<{ file: string; grpc: number }> 
     [
       "workers: 2",
       `listen: { grpc: "127.0.0.1:${grpc}", admin: "127.0.0.1:${admin}", internal: "127.0.0.1:${internal}" }`,
-      "tokens: { secrets: [{ env: WORKERS_TEST_SECRET }] }",
-      `openfga: { apiUrl: "http://127.0.0.1:1", storeId: "${storeId}" }`,
+      `tokens: { secrets: [{ env: ${secretEnv} }] }`,
+      'openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01HVMMBCMGZNT3SED4Z17ECXCA" }',
       "",
     ].join("\n"),
   );
@@ -64,7 +65,7 @@ async function until(condition: () => boolean, ms: number): Promise<void> {
 
 describe("workers", () => {
   it("two workers share the port, both answer, SIGTERM drains them and the primary exits 0", async () => {
-    const { file, grpc } = await config("01HVMMBCMGZNT3SED4Z17ECXCA");
+    const { file, grpc } = await config();
     const server = run(file);
     try {
       await until(() => (server.output().match(/portcullis listening/g) ?? []).length === 2, 20_000);
@@ -78,14 +79,14 @@ describe("workers", () => {
       expect(pids.size).toBe(2);
       server.child.kill("SIGTERM");
       expect(await server.exited).toBe(0);
-      expect((server.output().match(/draining in-flight checks/g) ?? []).length).toBe(2);
+      expect((server.output().match(/still answering checks for the drain period/g) ?? []).length).toBe(2);
     } finally {
       server.child.kill("SIGKILL");
     }
   }, 40_000);
 
   it("a worker that cannot start stops the server with a non-zero exit", async () => {
-    const { file } = await config("not-a-ulid");
+    const { file } = await config("WORKERS_TEST_SECRET_NOT_SET");
     const server = run(file);
     try {
       expect(await server.exited).not.toBe(0);
