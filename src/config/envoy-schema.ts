@@ -4,6 +4,7 @@
  * Envoy's, so routes, CORS and CSP origins and policies come from one file and cannot drift apart.
  */
 import { z } from "zod";
+import { routeCovers } from "./platform-schema.ts";
 
 const port = z.number().int().min(1).max(65535);
 const host = z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([-.A-Za-z0-9]*[A-Za-z0-9])?)$/, "expected a host name or IP address");
@@ -97,6 +98,18 @@ export const envoySchema = z
         konfidence: upstream.optional().describe("the Konfidence API server"),
       })
       .strict(),
+    platform: z
+      .array(
+        z
+          .object({
+            name: z.string().min(1).describe("a platform.services[].name"),
+            origin: origin.describe("the service's public origin; services that share one share a virtual host (their routes may not overlap)"),
+            upstream: upstream.describe("where Envoy sends the service's requests"),
+          })
+          .strict(),
+      )
+      .default([])
+      .describe("one entry per platform.services[] entry: where Envoy exposes it and where it sends it"),
     plugins: z
       .object({
         runtimePort: port.default(8080).describe("port of every plugin runtime Service"),
@@ -118,7 +131,12 @@ export const EXT_AUTHZ_MARGIN_MS = 200;
  * portcullis decides.
  */
 export function checkEnvoySection(
-  config: { envoy?: EnvoyConfig | undefined; clusters: ReadonlyArray<{ id: string }>; check: { timeoutMs: number } },
+  config: {
+    envoy?: EnvoyConfig | undefined;
+    clusters: ReadonlyArray<{ id: string }>;
+    check: { timeoutMs: number };
+    platform: { services: ReadonlyArray<{ name: string; routes: readonly string[] }> };
+  },
   ctx: z.RefinementCtx,
 ): void {
   const envoy = config.envoy;
@@ -136,11 +154,43 @@ export function checkEnvoySection(
   if ((envoy.origins.konfidence === undefined) !== (envoy.upstreams.konfidence === undefined)) {
     ctx.addIssue({ code: "custom", path: ["envoy", "origins", "konfidence"], message: "set both envoy.origins.konfidence and envoy.upstreams.konfidence, or neither" });
   }
+  checkPlatformEntries(envoy, config.platform.services, ctx);
   if (envoy.extAuthzTimeoutMs !== undefined && envoy.extAuthzTimeoutMs <= config.check.timeoutMs) {
     ctx.addIssue({
       code: "custom",
       path: ["envoy", "extAuthzTimeoutMs"],
       message: `must be greater than check.timeoutMs (${config.check.timeoutMs}), or Envoy gives up before portcullis answers`,
     });
+  }
+}
+
+/**
+ * Every platform service has exactly one Envoy entry; its origin is not one of the other virtual
+ * hosts; and services behind one origin serve disjoint routes (Envoy takes the first route that
+ * matches, so an overlap would send one service's requests, and policy, to another).
+ */
+function checkPlatformEntries(envoy: EnvoyConfig, services: ReadonlyArray<{ name: string; routes: readonly string[] }>, ctx: z.RefinementCtx): void {
+  const byName = new Map(services.map((s) => [s.name, s]));
+  const listed = new Set<string>();
+  const taken = new Set([envoy.origins.kubeApiProxy, envoy.origins.pluginProxy, envoy.origins.konfidence].filter((o) => o !== undefined).map((o) => new URL(o).hostname));
+  const routesByHost = new Map<string, Array<{ service: string; route: string }>>();
+  envoy.platform.forEach((entry, i) => {
+    const at = ["envoy", "platform", i];
+    const service = byName.get(entry.name);
+    if (service === undefined) ctx.addIssue({ code: "custom", path: [...at, "name"], message: `${entry.name} is not in platform.services[]` });
+    if (listed.has(entry.name)) ctx.addIssue({ code: "custom", path: [...at, "name"], message: `${entry.name} is listed twice` });
+    listed.add(entry.name);
+    const host = new URL(entry.origin).hostname;
+    if (taken.has(host)) ctx.addIssue({ code: "custom", path: [...at, "origin"], message: `${host} is already kube-api-proxy's, plugin-proxy's or Konfidence's` });
+    const routes = routesByHost.get(host) ?? [];
+    for (const route of service?.routes ?? []) {
+      const clash = routes.find((r) => r.service !== entry.name && (r.route === route || routeCovers(r.route, route) || routeCovers(route, r.route)));
+      if (clash !== undefined) ctx.addIssue({ code: "custom", path: [...at, "origin"], message: `${entry.name}'s route ${route} overlaps ${clash.service}'s ${clash.route} on ${host}` });
+      routes.push({ service: entry.name, route });
+    }
+    routesByHost.set(host, routes);
+  });
+  for (const s of services) {
+    if (!listed.has(s.name)) ctx.addIssue({ code: "custom", path: ["envoy", "platform"], message: `platform service ${s.name} has no entry` });
   }
 }

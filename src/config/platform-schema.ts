@@ -46,7 +46,8 @@ const service = z
   .strict()
   .superRefine((s, ctx) => {
     s.public.forEach((path, i) => {
-      if (!s.routes.some((r) => routeCovers(r, path))) {
+      // A malformed path has its own message already.
+      if (PATH.test(path) && !s.routes.some((r) => routeCovers(r, path))) {
         ctx.addIssue({ code: "custom", path: ["public", i], message: `${path} is not under any of this service's routes` });
       }
     });

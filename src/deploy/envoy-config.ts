@@ -3,7 +3,8 @@
  * object. Routes, the policy each route names, CORS and CSP origins and the ext_authz deadline all
  * come from the one file portcullis itself runs with, so they cannot drift apart.
  *
- * One listener, one virtual host per public origin (kube-api-proxy, plugin-proxy, Konfidence).
+ * One listener, one virtual host per public origin (kube-api-proxy, plugin-proxy, Konfidence, and
+ * each origin of the platform's user-facing services).
  * HTTP filters, in order:
  *   cors            answers preflights before anyone asks for a token (FUN-17 §7)
  *   ext_authz       portcullis decides every request; `clear_route_cache` so its headers can route
@@ -28,6 +29,14 @@
  * forward proxy spares Envoy a static cluster per plugin installation. Before ext_authz runs, the
  * client's own x-fundament-* headers may match one of these routes: every one of them names policy
  * plugin-proxy, so the check is the same, and portcullis overwrites or removes those headers on allow.
+ *
+ * Platform services (FUN-17 §3, FUN-19 §5): per service, first one exact-path route per public path
+ * (policy `public`), then one route per configured prefix (policy `platform-api`); both name the
+ * service in `context_extensions.service`. A path not listed public therefore always lands on
+ * platform-api and needs a UserToken. A prefix ending in `.` or `/` is an Envoy `prefix` (a Connect
+ * package or service); any other is a `path_separated_prefix` (`/login` and `/login/…`, never
+ * `/loginx`). Paths under no route get a 404 from Envoy without a check: nothing serves them.
+ * CORS admits the Console only, with credentials (its session cookie); a plugin page's preflight fails.
  */
 import { isIP } from "node:net";
 import { Document } from "yaml";
@@ -35,6 +44,7 @@ import type { PolicyName } from "../authz/policy.ts";
 import { UPSTREAM_HEADERS } from "../authz/policies/plugin-proxy.ts";
 import type { Config } from "../config/schema.ts";
 import { EXT_AUTHZ_MARGIN_MS, type EnvoyConfig } from "../config/envoy-schema.ts";
+import type { PlatformService } from "../config/platform-schema.ts";
 
 const T = "type.googleapis.com/";
 const FILTER = {
@@ -52,6 +62,7 @@ export const ENVOY_CLUSTERS = {
   assets: "plugin-assets",
   konfidence: "konfidence-api",
   kubeApi: (clusterId: string) => `kube-api-${clusterId}`,
+  platform: (service: string) => `platform-${service}`,
 } as const;
 
 /** Set by header_mutation on plugin-proxy routes for the dynamic forward proxy, removed before the upstream. */
@@ -69,6 +80,9 @@ const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE";
 const CORS_HEADERS = "authorization, content-type, accept, x-request-id";
 /** Denials are readable by plugin code: why, and when to retry. */
 const CORS_EXPOSE = "www-authenticate, retry-after, x-portcullis-reason";
+/** Connect clients (the Console) call with GET (idempotent RPCs) and POST, and send Connect's own headers. */
+const PLATFORM_CORS_METHODS = "GET, POST";
+const PLATFORM_CORS_HEADERS = "authorization, content-type, connect-protocol-version, connect-timeout-ms, x-user-agent, x-request-id";
 
 /** The exact Content-Security-Policy of FUN-17 §7, with this deployment's origins. */
 export function pluginCsp(origins: EnvoyConfig["origins"]): string {
@@ -99,6 +113,7 @@ export function envoyBootstrap(config: Config): Record<string, unknown> {
   if (envoy === undefined) throw new MissingEnvoySection("the configuration has no envoy section");
   const virtualHosts = [kubeApiProxyHost(envoy), pluginProxyHost(envoy)];
   if (envoy.origins.konfidence !== undefined) virtualHosts.push(konfidenceHost(envoy.origins.konfidence));
+  virtualHosts.push(...platformHosts(envoy, config.platform.services));
 
   const clusters = [
     portcullisCluster(envoy, config),
@@ -109,6 +124,7 @@ export function envoyBootstrap(config: Config): Record<string, unknown> {
   if (envoy.upstreams.konfidence !== undefined) {
     clusters.push(upstreamCluster(ENVOY_CLUSTERS.konfidence, envoy.upstreams.konfidence.url, envoy.upstreams.konfidence.caFile, { streams: false }));
   }
+  for (const p of envoy.platform) clusters.push(upstreamCluster(ENVOY_CLUSTERS.platform(p.name), p.upstream.url, p.upstream.caFile, { streams: false }));
 
   return {
     admin: { address: socketAddress(envoy.admin.address, envoy.admin.port) },
@@ -195,11 +211,12 @@ function extAuthzFilter(config: Config): Record<string, unknown> {
   };
 }
 
-function perRouteAuthz(policy: PolicyName): Record<string, unknown> {
+/** `service` names a platform service for the platform-api and public policies. */
+function perRouteAuthz(policy: PolicyName, service?: string): Record<string, unknown> {
   return {
     [FILTER.extAuthz]: {
       "@type": `${T}envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute`,
-      check_settings: { context_extensions: { policy } },
+      check_settings: { context_extensions: service === undefined ? { policy } : { policy, service } },
     },
   };
 }
@@ -318,6 +335,59 @@ function konfidenceHost(origin: string): Record<string, unknown> {
         typed_per_filter_config: perRouteAuthz("konfidence-api"),
       },
     ],
+  };
+}
+
+/** One virtual host per distinct origin of the platform services (see the file comment). */
+function platformHosts(envoy: EnvoyConfig, services: readonly PlatformService[]): Record<string, unknown>[] {
+  const byName = new Map(services.map((s) => [s.name, s]));
+  const hosts = new Map<string, PlatformService[]>();
+  for (const entry of envoy.platform) {
+    const host = hostOf(entry.origin);
+    hosts.set(host, [...(hosts.get(host) ?? []), byName.get(entry.name)!]);
+  }
+  return [...hosts].map(([host, served]) => ({
+    name: `platform-${host}`,
+    domains: [host],
+    typed_per_filter_config: platformCorsPolicy(envoy),
+    routes: [
+      // Exact public paths first: they are under the service's prefixes, which would match them too.
+      ...served.flatMap((s) => s.public.map((path) => platformRoute(s.name, `${s.name} public ${path}`, { path }, "public"))),
+      ...served.flatMap((s) => s.routes.map((prefix) => platformRoute(s.name, `${s.name} ${prefix}`, prefixMatch(prefix), "platform-api"))),
+      {
+        name: `platform-${host}-unrouted`,
+        match: { prefix: "/" },
+        direct_response: { status: 404, body: { inline_string: '{"error":{"code":"not-found","message":"no route"}}' } },
+        typed_per_filter_config: {
+          [FILTER.extAuthz]: { "@type": `${T}envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute`, disabled: true },
+        },
+      },
+    ],
+  }));
+}
+
+function platformRoute(service: string, name: string, match: Record<string, unknown>, policy: "public" | "platform-api"): Record<string, unknown> {
+  return { name, match, route: { cluster: ENVOY_CLUSTERS.platform(service) }, typed_per_filter_config: perRouteAuthz(policy, service) };
+}
+
+/** As platform.services[].routes reads (routeCovers): `.`/`/`-terminated is a plain prefix, anything else a whole path segment. */
+function prefixMatch(prefix: string): Record<string, unknown> {
+  return prefix.endsWith("/") || prefix.endsWith(".") ? { prefix } : { path_separated_prefix: prefix };
+}
+
+/** The Console calls the platform's APIs with its session cookie; no other origin is admitted. */
+function platformCorsPolicy(envoy: EnvoyConfig): Record<string, unknown> {
+  return {
+    [FILTER.cors]: {
+      "@type": `${T}envoy.extensions.filters.http.cors.v3.CorsPolicy`,
+      allow_origin_string_match: [{ exact: envoy.origins.console }],
+      allow_methods: PLATFORM_CORS_METHODS,
+      allow_headers: PLATFORM_CORS_HEADERS,
+      expose_headers: CORS_EXPOSE,
+      max_age: "600",
+      allow_credentials: true,
+      forward_not_matching_preflights: false,
+    },
   };
 }
 

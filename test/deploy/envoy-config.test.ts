@@ -31,7 +31,9 @@ const route = (b: Json, name: string): Json => {
   throw new Error(`no route ${name}`);
 };
 const cluster = (b: Json, name: string): Json => b["static_resources"].clusters.find((c: Json) => c.name === name);
-const policyOf = (r: Json) => r.typed_per_filter_config["envoy.filters.http.ext_authz"].check_settings.context_extensions.policy;
+const authzOf = (r: Json): Json => r.typed_per_filter_config["envoy.filters.http.ext_authz"];
+/** The policy a route names, or `disabled` where the route has no check at all. */
+const policyOf = (r: Json) => (authzOf(r).disabled === true ? "disabled" : authzOf(r).check_settings.context_extensions.policy);
 
 /** A minimal valid configuration with an envoy section, for rows that vary one thing. */
 function config(envoy: Json = {}, rest: Json = {}) {
@@ -170,6 +172,21 @@ describe("routes and their policies", () => {
       "plugin-proxy-unrouted": "plugin-proxy",
       "plugin-assets": "plugin-assets",
       "konfidence-api": "konfidence-api",
+      "authn-api public /authn.v1.TokenService/ExchangeToken": "public",
+      "authn-api public /authn.v1.TokenService/ExchangeWorkloadToken": "public",
+      "authn-api public /login": "public",
+      "authn-api public /login/password": "public",
+      "authn-api public /callback": "public",
+      "authn-api /authn.v1.": "platform-api",
+      "authn-api /login": "platform-api",
+      "authn-api /callback": "platform-api",
+      "authn-api /logout": "platform-api",
+      "authn-api /refresh": "platform-api",
+      "platform-authn.fundament.io-unrouted": "disabled",
+      "organization-api public /organization.v1.PluginService/GetPluginDefinition": "public",
+      "organization-api /organization.v1.": "platform-api",
+      "dcim-api /dcim.v1.": "platform-api",
+      "platform-api.fundament.io-unrouted": "disabled",
     });
   });
 
@@ -179,6 +196,9 @@ describe("routes and their policies", () => {
       ["kube-api-proxy", ["kube-api-proxy.fundament.io"]],
       ["plugin-proxy", ["plugin-proxy.fundament.io"]],
       ["konfidence-api", ["konfidence.fundament.io"]],
+      ["platform-authn.fundament.io", ["authn.fundament.io"]],
+      // organization-api and dcim-api share an origin, so a virtual host.
+      ["platform-api.fundament.io", ["api.fundament.io"]],
     ]);
   });
 
@@ -318,5 +338,128 @@ describe("the generated YAML", () => {
   it("parses back to the generator's object", () => {
     const c = example();
     expect(parse(renderEnvoyYaml(c))).toEqual(envoyBootstrap(c));
+  });
+});
+
+describe("platform services (FUN-17 §3, FUN-19 §5)", () => {
+  /** Envoy's route matching for the match kinds the generator uses: the first route that matches wins. */
+  function matches(match: Json, path: string): boolean {
+    if (match.path !== undefined) return path === match.path;
+    if (match.prefix !== undefined) return path.startsWith(match.prefix);
+    if (match.path_separated_prefix !== undefined) return path === match.path_separated_prefix || path.startsWith(`${match.path_separated_prefix}/`);
+    throw new Error(`unexpected match ${JSON.stringify(match)}`);
+  }
+  function routed(b: Json, host: string, path: string): { policy: string; service?: string; cluster?: string } {
+    const v = hcmOf(b).route_config.virtual_hosts.find((x: Json) => x.domains.includes(host));
+    const r = v.routes.find((x: Json) => matches(x.match, path));
+    const ext = authzOf(r).check_settings?.context_extensions;
+    return { policy: policyOf(r), ...(ext?.service === undefined ? {} : { service: ext.service }), ...(r.route === undefined ? {} : { cluster: r.route.cluster }) };
+  }
+
+  it("has, per listed service, exactly one platform-api route per configured prefix and one public route per public path", () => {
+    const c = example();
+    const b = envoyBootstrap(c) as Json;
+    const all = hcmOf(b).route_config.virtual_hosts.flatMap((v: Json) => v.routes);
+    for (const s of c.platform.services) {
+      const mine = all.filter((r: Json) => authzOf(r).check_settings?.context_extensions?.service === s.name);
+      expect(mine.filter((r: Json) => policyOf(r) === "platform-api").map((r: Json) => r.match.prefix ?? r.match.path_separated_prefix)).toEqual(s.routes);
+      expect(mine.filter((r: Json) => policyOf(r) === "public").map((r: Json) => r.match)).toEqual(s.public.map((path) => ({ path })));
+      for (const r of mine) expect(r.route).toEqual({ cluster: `platform-${s.name}` });
+    }
+    expect(c.platform.services.map((s) => s.name)).toEqual(["authn-api", "organization-api", "dcim-api"]);
+  });
+
+  it.each([
+    // FUN-19 §5: the plugin-controller's definition fetch carries no token.
+    { host: "api.fundament.io", path: "/organization.v1.PluginService/GetPluginDefinition", expected: { policy: "public", service: "organization-api", cluster: "platform-organization-api" } },
+    { host: "api.fundament.io", path: "/organization.v1.PluginService/PutPluginDefinition", expected: { policy: "platform-api", service: "organization-api", cluster: "platform-organization-api" } },
+    // FUN-17 §3's replay target.
+    { host: "api.fundament.io", path: "/organization.v1.APIKeyService/CreateAPIKey", expected: { policy: "platform-api", service: "organization-api", cluster: "platform-organization-api" } },
+    { host: "api.fundament.io", path: "/dcim.v1.SiteService/ListSites", expected: { policy: "platform-api", service: "dcim-api", cluster: "platform-dcim-api" } },
+    { host: "api.fundament.io", path: "/authn.v1.TokenService/MintPluginToken", expected: { policy: "disabled" } },
+    { host: "api.fundament.io", path: "/", expected: { policy: "disabled" } },
+    { host: "authn.fundament.io", path: "/authn.v1.TokenService/MintPluginToken", expected: { policy: "platform-api", service: "authn-api", cluster: "platform-authn-api" } },
+    { host: "authn.fundament.io", path: "/authn.v1.TokenService/ExchangeToken", expected: { policy: "public", service: "authn-api", cluster: "platform-authn-api" } },
+    { host: "authn.fundament.io", path: "/authn.v1.AuthnService/GetUserInfo", expected: { policy: "platform-api", service: "authn-api", cluster: "platform-authn-api" } },
+    { host: "authn.fundament.io", path: "/login", expected: { policy: "public", service: "authn-api", cluster: "platform-authn-api" } },
+    { host: "authn.fundament.io", path: "/login/password", expected: { policy: "public", service: "authn-api", cluster: "platform-authn-api" } },
+    // Under a route but not listed public: a UserToken is needed.
+    { host: "authn.fundament.io", path: "/login/other", expected: { policy: "platform-api", service: "authn-api", cluster: "platform-authn-api" } },
+    { host: "authn.fundament.io", path: "/refresh", expected: { policy: "platform-api", service: "authn-api", cluster: "platform-authn-api" } },
+    // A path-separated prefix is a whole segment: /loginx is nobody's.
+    { host: "authn.fundament.io", path: "/loginx", expected: { policy: "disabled" } },
+    { host: "authn.fundament.io", path: "/organization.v1.PluginService/GetPluginDefinition", expected: { policy: "disabled" } },
+  ])("$host$path → $expected.policy", ({ host, path, expected }) => {
+    expect(routed(envoyBootstrap(example()) as Json, host, path)).toEqual(expected);
+  });
+
+  it("answers what no service serves with Envoy's own 404, unchecked, after every service route", () => {
+    for (const name of ["platform-authn.fundament.io", "platform-api.fundament.io"]) {
+      const last = vhost(envoyBootstrap(example()) as Json, name).routes.at(-1);
+      expect(last).toMatchObject({ match: { prefix: "/" }, direct_response: { status: 404 } });
+      expect(authzOf(last)).toEqual({ "@type": "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute", disabled: true });
+    }
+  });
+
+  it("sends each service to its upstream", () => {
+    const b = envoyBootstrap(example()) as Json;
+    expect(cluster(b, "platform-organization-api").load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({
+      address: "organization-api.fundament-system.svc.cluster.local",
+      port_value: 8080,
+    });
+    expect(cluster(b, "platform-authn-api").type).toBe("LOGICAL_DNS");
+  });
+
+  it("admits the Console only, with credentials (its session cookie), to CORS", () => {
+    expect(vhost(envoyBootstrap(example()) as Json, "platform-api.fundament.io").typed_per_filter_config["envoy.filters.http.cors"]).toEqual({
+      "@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy",
+      allow_origin_string_match: [{ exact: "https://console.fundament.io" }],
+      allow_methods: "GET, POST",
+      allow_headers: "authorization, content-type, connect-protocol-version, connect-timeout-ms, x-user-agent, x-request-id",
+      expose_headers: "www-authenticate, retry-after, x-portcullis-reason",
+      max_age: "600",
+      allow_credentials: true,
+      forward_not_matching_preflights: false,
+    });
+  });
+
+  it("decodes strictly for a minimal configuration with one platform service", () => {
+    const c = config(
+      { platform: [{ name: "dcim-api", origin: "https://dcim.example", upstream: { url: "https://10.0.0.9:8443", caFile: "/dcim-ca.crt" } }] },
+      { platform: { services: [{ name: "dcim-api", routes: ["/dcim.v1."] }] } },
+    );
+    const result = decodeBootstrap(renderEnvoyYaml(c));
+    if (!result.ok) expect.fail(result.errors.join("\n"));
+  });
+
+  const service = (name: string, routes: string[], pub: string[] = []) => ({ name, routes, public: pub });
+  const entry = (name: string, origin = "https://api.example") => ({ name, origin, upstream: { url: `http://${name}:8080` } });
+  it.each([
+    { name: "a service without an Envoy entry", services: [service("dcim-api", ["/dcim.v1."])], entries: [], error: /platform service dcim-api has no entry/ },
+    { name: "an Envoy entry for no service", services: [], entries: [entry("dcim-api")], error: /dcim-api is not in platform.services/ },
+    { name: "an entry listed twice", services: [service("dcim-api", ["/dcim.v1."])], entries: [entry("dcim-api"), entry("dcim-api")], error: /dcim-api is listed twice/ },
+    {
+      name: "overlapping routes of two services on one origin",
+      services: [service("a-api", ["/login"]), service("b-api", ["/login/password"])],
+      entries: [entry("a-api"), entry("b-api")],
+      error: /b-api's route \/login\/password overlaps a-api's \/login/,
+    },
+    {
+      name: "a Connect package and one of its services on one origin",
+      services: [service("a-api", ["/org.v1."]), service("b-api", ["/org.v1.KeyService/"])],
+      entries: [entry("a-api"), entry("b-api")],
+      error: /overlaps/,
+    },
+    { name: "the origin of kube-api-proxy", services: [service("dcim-api", ["/dcim.v1."])], entries: [entry("dcim-api", "https://kube.example")], error: /already kube-api-proxy's/ },
+  ])("rejects $name", ({ services, entries, error }) => {
+    expect(() => config({ platform: entries }, { platform: { services } })).toThrow(error);
+  });
+
+  it("accepts the same routes on two different origins", () => {
+    const c = config(
+      { platform: [entry("a-api", "https://a.example"), entry("b-api", "https://b.example")] },
+      { platform: { services: [service("a-api", ["/login"]), service("b-api", ["/login"])] } },
+    );
+    expect(hcmOf(envoyBootstrap(c) as Json).route_config.virtual_hosts.map((v: Json) => v.name)).toContain("platform-b.example");
   });
 });
