@@ -4,6 +4,7 @@
  */
 
 export interface HttpRequest {
+  /** As sent: methods are case-sensitive, and kube-apiserver reads `get` as no verb at all, not as GET. */
   readonly method: string;
   /** The path without query string or fragment, exactly as Envoy saw it (after its normalisation). */
   readonly path: string;
@@ -51,7 +52,7 @@ export function fromCheckRequest(message: CheckRequestMessage): HttpRequest {
   const headers = readHeaders(http);
   const { path, query, targetError } = splitPath(http.path);
   return {
-    method: http.method.toUpperCase(),
+    method: http.method,
     path,
     query,
     targetError,

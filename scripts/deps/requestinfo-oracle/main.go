@@ -48,6 +48,8 @@ import (
 )
 
 type input struct {
+	// ID is echoed back, so the caller can check answers line up with requests.
+	ID       json.RawMessage   `json:"id"`
 	Method   string            `json:"method"`
 	Path     string            `json:"path"`
 	RawQuery *string           `json:"rawQuery"`
@@ -89,6 +91,7 @@ type attributesAnswer struct {
 }
 
 type answer struct {
+	ID json.RawMessage `json:"id,omitempty"`
 	// Query is url.ParseQuery of the raw query, as kube's handlers read it
 	// (req.URL.Query() keeps the values and drops the error).
 	Query queryAnswer `json:"query"`
@@ -144,6 +147,7 @@ func main() {
 				a = answer{Rejected: "oracle-input", RejectedDetail: jerr.Error()}
 			} else {
 				a = evaluate(in, codecs)
+				a.ID = in.ID
 			}
 			if eerr := enc.Encode(a); eerr != nil {
 				fmt.Fprintln(os.Stderr, "requestinfo-oracle:", eerr)
@@ -187,14 +191,16 @@ func evaluate(in input, codecs runtime.NegotiatedSerializer) answer {
 	if in.RawQuery != nil {
 		target += "?" + *in.RawQuery
 	}
-	a.Query = parseQuery(in.RawQuery)
-
 	req, err := readRequest(in.Method, target, in.Headers)
 	if err != nil {
+		_, rawQuery, _ := strings.Cut(target, "?")
+		a.Query = parseQuery(rawQuery)
 		a.Rejected, a.RejectedDetail = "http", err.Error()
 		a.InvalidUTF8 = anyInvalid(a)
 		return a
 	}
+	// The query as the handlers read it: from the target net/http parsed (a "?" in path counts).
+	a.Query = parseQuery(req.URL.RawQuery)
 
 	var attrs authorizer.Attributes
 	var info *request.RequestInfo
@@ -260,11 +266,8 @@ func readRequest(method, target string, headers map[string]string) (*http.Reques
 	return http.ReadRequest(bufio.NewReader(strings.NewReader(b.String())))
 }
 
-func parseQuery(raw *string) queryAnswer {
-	if raw == nil {
-		return queryAnswer{Values: map[string][]string{}}
-	}
-	values, err := url.ParseQuery(*raw)
+func parseQuery(raw string) queryAnswer {
+	values, err := url.ParseQuery(raw)
 	q := queryAnswer{Values: values}
 	if err != nil {
 		q.Error = err.Error()
