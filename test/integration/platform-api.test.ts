@@ -251,6 +251,23 @@ describe("public", () => {
   });
 });
 
+describe("the replay metric's method label", () => {
+  it("is bounded: past 200 distinct paths a replaying plugin chooses, they count as `other`", async () => {
+    const token = await t(pluginToken());
+    const distinct = 210;
+    for (let i = 0; i < distinct; i++) {
+      const res = await check({ policy: "platform-api", service: "dcim-api", path: `/dcim.v1.SiteService/Probe${i}` }, { authorization: `Bearer ${token}` });
+      expect(res).toMatchObject({ allowed: false, reason: "wrong-audience" });
+    }
+    const text = await (await fetch(`http://127.0.0.1:${server.server.adminPort}/metrics`)).text();
+    const series = text.split("\n").filter((l) => l.startsWith("portcullis_plugin_token_replay_total{"));
+    expect(series.length).toBeLessThanOrEqual(201);
+    const other = series.find((l) => l.includes('method="other"'));
+    expect(other).toBeDefined();
+    expect(Number(other!.slice(other!.lastIndexOf(" ") + 1))).toBeGreaterThanOrEqual(distinct - 200);
+  });
+});
+
 describe("no token anywhere but where it was sent", () => {
   it("no log line, security event or metric holds a token or its signature", async () => {
     expect(tokens.length).toBeGreaterThan(30);
