@@ -25,6 +25,7 @@ import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
+import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
 import { oversizedField } from "../../kube/object-names.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { beforeDeadline, denialFor } from "../errors.ts";
@@ -147,7 +148,8 @@ async function pluginRequest(
   const known = deps.clusters.has(clusterId);
   const path = known ? kubePathOf(rest) : undefined;
   // A target Go would read otherwise (e.g. a query past net/url's parameter limit) is never reviewed.
-  const readable = path?.kind === "ok" && request.targetError === undefined;
+  const unreadableQuery = request.targetError ?? invalidRequestTimeout(request.query);
+  const readable = path?.kind === "ok" && unreadableQuery === undefined;
   const info = readable ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
   trail.info = info;
   // A name Kubernetes could never store is refused before any remote call: it would otherwise be
@@ -175,11 +177,12 @@ async function pluginRequest(
   if (!passed("can_view", await canView.result())) return deny("can-view-denied", "the user cannot view this cluster");
   if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
   // Gate 4: parse the Kubernetes request into (apiGroup, resource, verb, namespace, name?, subresource?).
-  const unreadable = request.targetError !== undefined || (info?.isResourceRequest && info.parseError !== undefined);
+  const unreadable = unreadableQuery !== undefined || (info?.isResourceRequest && info.parseError !== undefined);
   trace("kube-path", path!.kind === "ok" && unreadable ? "malformed" : path!.kind);
   if (path!.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (path!.kind === "malformed") return deny("bad-request", path!.detail);
-  if (request.targetError !== undefined) return deny("bad-request", request.targetError);
+  // Go would read the query otherwise, or kube-apiserver answers it before authorization (bad ?timeout=).
+  if (unreadableQuery !== undefined) return deny("bad-request", unreadableQuery);
   // kube-apiserver answers these itself, before any authorization (e.g. `/api/v1/watch` with nothing after it).
   if (info?.isResourceRequest && info.parseError !== undefined) return deny("bad-request", info.parseError);
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
