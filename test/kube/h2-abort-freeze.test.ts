@@ -16,7 +16,7 @@ import { StartingApiServer } from "./support/starting-api-server.ts";
 
 const STORM = fileURLToPath(new URL("./support/review-storm.ts", import.meta.url));
 /** Heartbeats every 100 ms; this long without an answer is a frozen event loop. */
-const FROZEN_AFTER_MS = 1_500;
+const FROZEN_AFTER_MS = 2_500;
 const STORM_MS = 3_000;
 
 interface Counts {
@@ -24,6 +24,7 @@ interface Counts {
   answered: number;
   unavailable: number;
   other: number;
+  recovered: boolean;
 }
 
 interface Outcome {
@@ -85,12 +86,13 @@ describe("API server restart under review load (issue 12)", () => {
     expect(frozen).toBe(false);
     expect(done).toBeDefined();
     const counts = done as Counts;
-    expect(counts.fired).toBeGreaterThan(0);
-    expect(counts.other).toBe(0);
-    expect(counts.answered + counts.unavailable).toBe(counts.fired);
-    // The replay did abort reviews mid-request, and the server answered again after the restart.
-    expect(counts.unavailable).toBeGreaterThan(0);
-    expect(counts.answered).toBeGreaterThan(0);
+    const seen = JSON.stringify(counts);
+    expect(counts.fired, seen).toBeGreaterThan(0);
+    expect(counts.other, seen).toBe(0);
+    expect(counts.answered + counts.unavailable, seen).toBe(counts.fired);
+    // The replay did abort reviews mid-request, and the same pool reached the server after the restart.
+    expect(counts.unavailable, seen).toBeGreaterThan(0);
+    expect(counts.recovered, seen).toBe(true);
     expect(fake.h2Sessions).toBe(0);
     expect(new Set(fake.alpn)).toEqual(new Set(["http/1.1"]));
   }, 30_000);
