@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { ConfigError, loadConfig, parseConfig } from "../../src/config/load.ts";
 import { renderConfigJsonSchema } from "../../src/config/json-schema.ts";
+import { routeCovers } from "../../src/config/platform-schema.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const C1 = "0e6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
@@ -80,6 +81,22 @@ describe("bad configurations name the field and what it expects", () => {
 
   it("accepts a minimal configuration with an envoy section", () => {
     expect(problems({ ...base(), envoy: envoy() })).toEqual([]);
+  });
+});
+
+describe("platform route prefixes read as the generated Envoy routes match them (routeCovers)", () => {
+  it.each([
+    { prefix: "/dcim.v1.", path: "/dcim.v1.SiteService/ListSites", covers: true },
+    { prefix: "/dcim.v1.", path: "/dcim.v1.", covers: false },
+    { prefix: "/dcim.v1.", path: "/dcim.v10.SiteService/ListSites", covers: false },
+    { prefix: "/authn.v1.TokenService/", path: "/authn.v1.TokenService/ExchangeToken", covers: true },
+    { prefix: "/authn.v1.TokenService/", path: "/authn.v1.TokenServiceX/ExchangeToken", covers: false },
+    { prefix: "/login", path: "/login", covers: true },
+    { prefix: "/login", path: "/login/password", covers: true },
+    { prefix: "/login", path: "/loginx", covers: false },
+    { prefix: "/login", path: "/logi", covers: false },
+  ])("$prefix covers $path: $covers", ({ prefix, path, covers }) => {
+    expect(routeCovers(prefix, path)).toBe(covers);
   });
 });
 

@@ -64,11 +64,12 @@ export function platformApi(deps: PlatformApiDeps): Policy {
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
       // aud=fundament-user: a PluginToken here is the cross-service replay of FUN-17 §3.
-      if (!passed("user-audience", claims.type === "user")) {
-        replayRefused(request, service!, identity.source, claims as PluginClaims, deps.audit);
+      trace("user-audience", claims.type === "user" ? "pass" : "fail");
+      if (claims.type === "plugin") {
+        replayRefused(request, service!, identity.source, claims, deps.audit);
         return deny("wrong-audience", "the token is not accepted here");
       }
-      return userRequest(request, claims as UserClaims);
+      return userRequest(request, claims);
     },
   };
 }
