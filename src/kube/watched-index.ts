@@ -5,12 +5,15 @@
  * must refuse to answer while `synced` is false: a view that may be stale is never served.
  *
  * A watch can also end or stall without any error: client-node's ListWatch reconnects from the
- * last resource version, without an error, both when the server closes the stream and when nothing
- * arrives for its request timeout, so an API server that accepts connections and never answers
- * would keep the index "synced" forever. Here every end of a watch after which ListWatch would
- * not list again goes through the same unsynced → backoff → relist path as an error, and the watch asks for bookmarks (the API server
- * sends one about every minute on a quiet watch) so that silence itself is a failure: no event
- * and no bookmark for `inactivityMs` marks the index unsynced and restarts it.
+ * last resource version, without an error and without a list, both when the server closes the
+ * stream and when nothing arrives for its request timeout, so an API server that accepts
+ * connections and never answers would keep the index "synced" forever. Here:
+ *  - the watch asks for bookmarks (the API server sends one about every minute on a quiet watch),
+ *    and silence is a failure: no event and no bookmark (nor a successful list) for `inactivityMs`
+ *    marks the index unsynced and restarts it through the same backoff → fresh list as an error;
+ *  - a stream the server ends (its watch timeout, a 410) is followed by a list, never by a bare
+ *    reconnect: ListWatch lists again in place, so the index stays synced while the view it serves
+ *    was current until the end, and the silence bound still runs from the last sign of life.
  * `hasSynced` (synced at least once) is what process readiness waits for: one cluster's later
  * outage answers 503 for that cluster only, rather than taking every replica out of service.
  */
@@ -29,15 +32,17 @@ const LIST_TIMEOUT_MS = 10_000;
  */
 export const DEFAULT_WATCH_INACTIVITY_MS = 90_000;
 
-/** What ended a watch that ended without an error: the server closed the stream. */
-class WatchEnded extends Error {
-  override readonly name = "WatchEnded";
-}
+/**
+ * Handed to ListWatch when the server ended a watch. After a clean end ListWatch reconnects from
+ * the last resource version without a list; after a 410 it forgets that version and lists, diffing
+ * the list against what it holds (deleting what is gone). A 410 is what this says, so it lists.
+ */
+const LIST_AGAIN = Object.assign(new Error("the API server ended the watch; list again"), { statusCode: 410 });
 
-/** A 410 Gone answer to the watch request: ListWatch lists again from scratch. */
+/** A 410 Gone answer to the watch request (history compacted). */
 function isGone(err: unknown): boolean {
-  const e = err as { statusCode?: unknown; code?: unknown } | null | undefined;
-  return e?.statusCode === 410 || e?.code === 410;
+  const e = err as { statusCode?: unknown; code?: unknown };
+  return e.statusCode === 410 || e.code === 410;
 }
 
 /** No event and no bookmark arrived within the inactivity bound. */
@@ -124,9 +129,9 @@ export class WatchedIndex<T extends KubernetesObject> {
     const generation = this.#generation;
     const api = this.#cluster.kubeConfig.makeApiClient(CustomObjectsApi);
     const { group, version, plural } = this.#resource;
-    const listWatch: ListWatch<T> = new ListWatch<T>(
+    const listWatch = new ListWatch<T>(
       `/apis/${group}/${version}/${plural}`,
-      this.#guardedWatch(generation, () => listWatch.latestResourceVersion() === ""),
+      this.#guardedWatch(generation),
       // client-node sets no deadline on the list: a list the API server never answers would keep the
       // index unsynced for undici's 300 s default, long after the server is healthy again.
       async () => {
@@ -136,10 +141,12 @@ export class WatchedIndex<T extends KubernetesObject> {
       },
       false,
     );
-    const put = (obj: T) => this.#store.put(obj);
+    // A list+watch given up on may still deliver a list it had in flight: never into a newer view.
+    const current = () => generation === this.#generation;
+    const put = (obj: T) => current() && this.#store.put(obj);
     listWatch.on("add", put);
     listWatch.on("update", put);
-    listWatch.on("delete", (obj) => this.#store.remove(obj));
+    listWatch.on("delete", (obj) => current() && this.#store.remove(obj));
     listWatch.on("error", (err) => this.#failed(generation, err));
     this.#listWatch = listWatch;
     try {
@@ -159,15 +166,14 @@ export class WatchedIndex<T extends KubernetesObject> {
   }
 
   /**
-   * A Watch that asks for bookmarks, counts every event as a sign of life, and hands every end of
-   * the stream — an error, a server-side close, client-node's own timeout — to #failed instead of
-   * letting ListWatch reconnect without a list. The one exception is an end after which ListWatch
-   * lists again by itself (`relists`: a 410, the history compacted): its view was current until
-   * then and the fresh list replaces it in place. Failures to connect go to #failed too: ListWatch
-   * reconnects from a callback that nobody awaits, so a rejection there would be unhandled,
-   * freezing the index while it still called itself synced.
+   * A Watch that asks for bookmarks and counts every event as a sign of life. A stream the server
+   * ended (no error, or a 410) is handed back to ListWatch as LIST_AGAIN, so it lists before it
+   * watches again; every other end — an error, client-node's own timeout (silence) — goes to
+   * #failed. Failures to connect go to #failed too: ListWatch reconnects from a callback that
+   * nobody awaits, so a rejection there would be unhandled, freezing the index while it still
+   * called itself synced.
    */
-  #guardedWatch(generation: number, relists: () => boolean): Watch {
+  #guardedWatch(generation: number): Watch {
     const watch = new Watch(this.#cluster.kubeConfig);
     // client-node aborts a watch that receives no byte for 30 s; a healthy quiet watch hears a
     // bookmark only about once a minute, so its bound is ours (a private field, set by name).
@@ -183,8 +189,8 @@ export class WatchedIndex<T extends KubernetesObject> {
             callback(phase, obj, event);
           },
           (err) => {
-            if (isGone(err) || ((err === null || err === undefined) && relists())) done(err);
-            else this.#failed(generation, err ?? new WatchEnded("the API server ended the watch"));
+            if (err === null || err === undefined || isGone(err)) done(LIST_AGAIN);
+            else this.#failed(generation, err);
           },
         );
       } catch (err) {
@@ -205,15 +211,15 @@ export class WatchedIndex<T extends KubernetesObject> {
     );
   }
 
-  /** The list+watch of `generation` failed or ended; later news from it is ignored. */
+  /**
+   * The list+watch of `generation` failed or went silent: unsynced at once, then a fresh list after
+   * the backoff. Later news from it is ignored.
+   */
   #failed(generation: number, err: unknown): void {
     if (generation !== this.#generation) return;
     this.#generation++;
     clearTimeout(this.#silenceTimer);
-    this.#onError(err);
-  }
-
-  #onError(err: unknown): void {
+    void this.#listWatch?.stop();
     this.#synced = false;
     if (this.#stopped) return;
     const delay = this.#backoffMs;
@@ -224,7 +230,6 @@ export class WatchedIndex<T extends KubernetesObject> {
     );
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => {
-      void this.#listWatch?.stop();
       // A fresh list replaces the whole view: objects deleted while disconnected disappear.
       this.#store.clear();
       void this.start();

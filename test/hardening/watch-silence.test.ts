@@ -40,6 +40,8 @@ beforeAll(async () => {
   const kubeconfig = kube.writeKubeconfig(dir);
   const config = wiredConfig(openfga, kubeconfig);
   ports = await connectPorts(config, pino({ level: "silent" }));
+  // Only the index under test talks to the fake's list and watch.
+  await ports.stop();
   const clusters = await Clusters.load([{ id: ids.cluster, kubeconfig }]);
   // The index under test, with a bound short enough for a test; the server asks it, not the app's.
   index = new InstallationIndex(clusters.all(), { logger: pino({ level: "silent" }), inactivityMs: INACTIVITY_MS, initialBackoffMs: 50, maxBackoffMs: 200 });
@@ -50,7 +52,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.stop();
   await index.stop();
-  await ports.stop();
   await Promise.all([openfga.stop(), kube.stop()]);
   rmSync(dir, { recursive: true, force: true });
 });
@@ -99,6 +100,26 @@ describe("a watch that stops talking", () => {
     expect(await pluginCheck()).toMatchObject({ allowed: true });
     // No relist either: bookmarks alone kept the one watch alive.
     expect(kube.requests.filter((r) => r.method === "GET" && !r.url.includes("watch=true")).length).toBe(lists);
+  });
+
+  it("a watch the server ends is followed by a list in place: synced throughout, and what was deleted meanwhile is gone", async () => {
+    kube.put({ uid: ids.otherInstallation, name: "grafana", definitionHash: PINNED_HASH });
+    await until(() => index.byUid(ids.cluster, ids.otherInstallation) !== undefined, 2_000, "grafana to be indexed");
+    const lists = () => kube.requests.filter((r) => r.method === "GET" && r.url.startsWith("/apis/") && !r.url.includes("watch=true")).length;
+    const listsBefore = lists();
+    // client-node waits 1 s before a reconnect that follows another with no event in between; a
+    // bookmark in between keeps this reconnect immediate (a 1 s wait would outlast this test's bound).
+    await sleep(BOOKMARK_MS * 3);
+    // Deleted without an event: only a list can notice.
+    kube.removeSilently(ids.otherInstallation);
+    kube.endWatches();
+    for (let elapsed = 0; elapsed < 500; elapsed += 10) {
+      expect(answers()).toBe(true);
+      await sleep(10);
+    }
+    expect(lists()).toBeGreaterThan(listsBefore);
+    expect(index.byUid(ids.cluster, ids.otherInstallation)).toBeUndefined();
+    expect(await pluginCheck()).toMatchObject({ allowed: true });
   });
 
   it.each([
