@@ -6,9 +6,8 @@ FROM node:24-slim AS dependencies
 WORKDIR /app
 COPY package.json package-lock.json ./
 # Production dependencies only, at the lockfile's versions; no install scripts (none is needed at
-# run time). `npm install` rather than `npm ci`: the lockfile lacks an optional dependency of a dev
-# dependency (vite), which `npm ci` refuses even when dev dependencies are omitted.
-RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+# run time).
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 FROM node:24-slim
 ENV NODE_ENV=production
