@@ -29,6 +29,22 @@ const upstream = z
   .refine((u) => u.caFile === undefined || u.url.startsWith("https:"), { message: "caFile is only used with an https url", path: ["caFile"] })
   .refine((u) => u.caFile !== undefined || !u.url.startsWith("https:"), { message: "an https upstream needs caFile", path: ["caFile"] });
 
+/** Envoy's side of the Envoy → portcullis hop when portcullis's listeners speak TLS (listen.tls). */
+const portcullisTls = z
+  .object({
+    caFile: filePath.describe("CA bundle that signs portcullis's listen.tls.certFile"),
+    serverName: host
+      .optional()
+      .describe("SNI Envoy sends and the DNS name portcullis's certificate must carry; envoy.portcullis.host when absent"),
+    clientCertificateChainFile: filePath.optional().describe("Envoy's client certificate (mTLS), signed by portcullis's listen.tls.clientCaFile"),
+    clientPrivateKeyFile: filePath.optional().describe("the private key of clientCertificateChainFile"),
+  })
+  .strict()
+  .refine((t) => (t.clientCertificateChainFile === undefined) === (t.clientPrivateKeyFile === undefined), {
+    message: "set both clientCertificateChainFile and clientPrivateKeyFile, or neither",
+    path: ["clientPrivateKeyFile"],
+  });
+
 export const envoySchema = z
   .object({
     listener: z
@@ -56,6 +72,9 @@ export const envoySchema = z
         host: host
           .default("portcullis-grpc.fundament-system.svc.cluster.local")
           .describe("DNS name Envoy resolves to reach every portcullis replica (a headless Service); the port is listen.grpc's"),
+        tls: portcullisTls
+          .optional()
+          .describe("how Envoy verifies portcullis's listen.tls certificate, and the client certificate it presents (mTLS); required exactly when listen.tls is set"),
       })
       .strict()
       .default({ host: "portcullis-grpc.fundament-system.svc.cluster.local" }),
@@ -136,11 +155,13 @@ export function checkEnvoySection(
     clusters: ReadonlyArray<{ id: string }>;
     check: { timeoutMs: number };
     platform: { services: ReadonlyArray<{ name: string; routes: readonly string[] }> };
+    listen: { tls?: { requireClientCert: boolean } | undefined };
   },
   ctx: z.RefinementCtx,
 ): void {
   const envoy = config.envoy;
   if (envoy === undefined) return;
+  checkPortcullisTls(envoy, config.listen.tls, ctx);
   const served = new Set(config.clusters.map((c) => c.id));
   const routed = new Set<string>();
   envoy.clusters.forEach((c, i) => {
@@ -160,6 +181,24 @@ export function checkEnvoySection(
       code: "custom",
       path: ["envoy", "extAuthzTimeoutMs"],
       message: `must be greater than check.timeoutMs (${config.check.timeoutMs}), or Envoy gives up before portcullis answers`,
+    });
+  }
+}
+
+/** Envoy speaks TLS to portcullis exactly when portcullis listens with TLS, and brings a certificate when portcullis requires one. */
+function checkPortcullisTls(envoy: EnvoyConfig, listenTls: { requireClientCert: boolean } | undefined, ctx: z.RefinementCtx): void {
+  const tls = envoy.portcullis.tls;
+  if (listenTls !== undefined && tls === undefined) {
+    ctx.addIssue({ code: "custom", path: ["envoy", "portcullis", "tls"], message: "listen.tls is set: Envoy needs caFile to reach portcullis over TLS" });
+  }
+  if (listenTls === undefined && tls !== undefined) {
+    ctx.addIssue({ code: "custom", path: ["envoy", "portcullis", "tls"], message: "portcullis listens in plaintext (no listen.tls): remove envoy.portcullis.tls or set listen.tls" });
+  }
+  if (listenTls?.requireClientCert === true && tls !== undefined && tls.clientCertificateChainFile === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["envoy", "portcullis", "tls", "clientCertificateChainFile"],
+      message: "listen.tls.requireClientCert is set: Envoy needs a client certificate",
     });
   }
 }

@@ -23,6 +23,18 @@ const secretSource = z
   .strict()
   .refine((s) => (s.env === undefined) !== (s.file === undefined), "expected exactly one of env or file");
 
+/** Files portcullis reads for its gRPC listeners; re-read every reloadIntervalMs (rotation without restart). */
+const listenTls = z
+  .object({
+    certFile: z.string().min(1).describe("PEM certificate chain of the grpc and internal listeners"),
+    keyFile: z.string().min(1).describe("PEM private key of certFile"),
+    clientCaFile: z.string().min(1).optional().describe("PEM CA bundle that signs client certificates (Envoy's, authn-api's); client certificates are requested when set"),
+    requireClientCert: z.boolean().default(false).describe("mTLS: refuse a handshake without a client certificate signed by clientCaFile"),
+    reloadIntervalMs: z.number().int().min(100).default(60_000).describe("how often the three files are re-read; new handshakes use the new certificate"),
+  })
+  .strict()
+  .refine((t) => !t.requireClientCert || t.clientCaFile !== undefined, { message: "requireClientCert needs clientCaFile", path: ["requireClientCert"] });
+
 export const configSchema = z
   .object({
     listen: z
@@ -30,6 +42,7 @@ export const configSchema = z
         grpc: address.default("0.0.0.0:9001").describe("ext_authz Check and grpc.health.v1"),
         admin: address.default("0.0.0.0:9090").describe("/healthz, /readyz, /metrics"),
         internal: address.default("0.0.0.0:9002").describe("PluginInstallationService, for authn-api only"),
+        tls: listenTls.optional().describe("TLS (mTLS with clientCaFile) on the grpc and internal listeners; plaintext h2c when absent"),
       })
       .strict()
       .default({ grpc: "0.0.0.0:9001", admin: "0.0.0.0:9090", internal: "0.0.0.0:9002" }),

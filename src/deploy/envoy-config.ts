@@ -421,6 +421,35 @@ function portcullisCluster(envoy: EnvoyConfig, config: Config): Record<string, u
         grpc_health_check: { service_name: "envoy.service.auth.v3.Authorization" },
       },
     ],
+    ...(envoy.portcullis.tls === undefined ? {} : { transport_socket: portcullisTlsSocket(envoy.portcullis.host, envoy.portcullis.tls) }),
+  };
+}
+
+/**
+ * Envoy → portcullis over TLS (listen.tls): SNI and the certificate's DNS name are the Service's
+ * name, the chain is checked against portcullis's CA, and with mTLS Envoy presents its own
+ * certificate. Envoy watches these files and reloads them itself.
+ */
+function portcullisTlsSocket(host: string, tls: NonNullable<EnvoyConfig["portcullis"]["tls"]>): Record<string, unknown> {
+  const serverName = tls.serverName ?? host;
+  const clientCertificate =
+    tls.clientCertificateChainFile === undefined || tls.clientPrivateKeyFile === undefined
+      ? {}
+      : { tls_certificates: [{ certificate_chain: { filename: tls.clientCertificateChainFile }, private_key: { filename: tls.clientPrivateKeyFile } }] };
+  return {
+    name: "envoy.transport_sockets.tls",
+    typed_config: {
+      "@type": `${T}envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext`,
+      sni: serverName,
+      common_tls_context: {
+        ...clientCertificate,
+        validation_context: {
+          trusted_ca: { filename: tls.caFile },
+          match_typed_subject_alt_names: [{ san_type: "DNS", matcher: { exact: serverName } }],
+        },
+        alpn_protocols: ["h2"],
+      },
+    },
   };
 }
 

@@ -49,10 +49,14 @@ export interface AuthorizationClient extends grpc.Client {
   check(req: object, options?: grpc.CallOptions): Promise<object>;
 }
 
-/** A plaintext client for the Authorization service at `address` (host:port). */
-export function authorizationClient(address: string): AuthorizationClient {
+/** A client for the Authorization service at `address` (host:port); plaintext unless given credentials. */
+export function authorizationClient(
+  address: string,
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+  options: grpc.ChannelOptions = {},
+): AuthorizationClient {
   const Client = serviceConstructor("envoy.service.auth.v3.Authorization");
-  const client = new Client(address, grpc.credentials.createInsecure());
+  const client = new Client(address, credentials, options);
   const call = client["Check"] as (
     req: object,
     options: grpc.CallOptions,

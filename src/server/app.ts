@@ -41,6 +41,7 @@ import { createAdminServer } from "./admin.ts";
 import { createExplainer, type Explainer, explainAudit } from "./explain.ts";
 import { Health } from "./health.ts";
 import { installationServiceConstructor, installationServiceHandlers } from "./installation-service.ts";
+import { listenerCredentials } from "./tls.ts";
 
 /** Everything the policies read from the outside world. */
 export interface Ports {
@@ -191,15 +192,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
   });
   grpcServer.addService(healthService(), health.handlers());
-  const grpcPort = await bind(grpcServer, config.listen.grpc);
+  const tls = await listenerCredentials(config.listen.tls, logger);
+  const grpcPort = await bind(grpcServer, config.listen.grpc, tls.credentials);
 
   const internalServer = new grpc.Server();
   internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations));
-  const internalPort = await bind(internalServer, config.listen.internal);
+  const internalPort = await bind(internalServer, config.listen.internal, tls.credentials);
 
   const admin = createAdminServer({ ready: () => health.serving, metrics, explain: explainerFor(options) });
   const adminPort = await listen(admin, config.listen.admin);
-  logger.info({ grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length }, "portcullis listening");
+  logger.info(
+    { grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length, tls: tlsMode(config.listen.tls) },
+    "portcullis listening",
+  );
 
   return {
     grpcPort,
@@ -219,6 +224,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // A Check ends within its deadline; twice that bounds the wait for the ones in flight.
       const graceMs = config.check.timeoutMs * 2;
       await Promise.all([shutdownGrpc(grpcServer, graceMs), shutdownGrpc(internalServer, graceMs), closeHttp(admin)]);
+      tls.stop();
       await ports.stop();
       await options.flushLogs();
     },
@@ -248,10 +254,15 @@ function splitAddress(address: string): { host: string; port: number } {
   return { host: address.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(address.slice(i + 1)) };
 }
 
-function bind(server: grpc.Server, address: string): Promise<number> {
+function bind(server: grpc.Server, address: string, credentials: grpc.ServerCredentials): Promise<number> {
   return new Promise((resolveBind, reject) => {
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolveBind(port)));
+    server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolveBind(port)));
   });
+}
+
+function tlsMode(tls: Config["listen"]["tls"]): "plaintext" | "tls" | "mtls" {
+  if (tls === undefined) return "plaintext";
+  return tls.requireClientCert ? "mtls" : "tls";
 }
 
 function listen(server: HttpServer, address: string): Promise<number> {

@@ -40,7 +40,7 @@ function config(envoy: Json = {}, rest: Json = {}) {
   return parseConfig(
     stringify({
       tokens: { secrets: [{ env: "S" }] },
-      openfga: { apiUrl: "http://openfga:8080", storeId: "s" },
+      openfga: { apiUrl: "http://openfga:8080", storeId: "01HVMMBCMGZNT3SED4Z17ECXCA" },
       clusters: [{ id: C1 }],
       ...rest,
       envoy: {
@@ -461,5 +461,79 @@ describe("platform services (FUN-17 §3, FUN-19 §5)", () => {
       { platform: { services: [service("a-api", ["/login"]), service("b-api", ["/login"])] } },
     );
     expect(hcmOf(envoyBootstrap(c) as Json).route_config.virtual_hosts.map((v: Json) => v.name)).toContain("platform-b.example");
+  });
+});
+
+describe("Envoy → portcullis over TLS (listen.tls ↔ envoy.portcullis.tls)", () => {
+  const HOST = "portcullis-grpc.fundament-system.svc.cluster.local";
+  const listenTls = (tls: Json = {}) => ({ listen: { tls: { certFile: "/tls/tls.crt", keyFile: "/tls/tls.key", ...tls } } });
+  const mtls = () =>
+    config(
+      { portcullis: { host: HOST, tls: { caFile: "/etc/envoy/portcullis/ca.crt", clientCertificateChainFile: "/etc/envoy/portcullis/tls.crt", clientPrivateKeyFile: "/etc/envoy/portcullis/tls.key" } } },
+      listenTls({ clientCaFile: "/tls/ca.crt", requireClientCert: true }),
+    );
+  const socketOf = (b: Json): Json => cluster(b, "portcullis").transport_socket;
+
+  it("decodes strictly into Envoy's Bootstrap, with an UpstreamTlsContext on the portcullis cluster", () => {
+    const yaml = renderEnvoyYaml(mtls());
+    const result = decodeBootstrap(yaml);
+    if (!result.ok) expect.fail(result.errors.join("\n"));
+    expect(socketOf(parse(yaml) as Json)).toEqual({
+      name: "envoy.transport_sockets.tls",
+      typed_config: {
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+        sni: HOST,
+        common_tls_context: {
+          tls_certificates: [{ certificate_chain: { filename: "/etc/envoy/portcullis/tls.crt" }, private_key: { filename: "/etc/envoy/portcullis/tls.key" } }],
+          validation_context: {
+            trusted_ca: { filename: "/etc/envoy/portcullis/ca.crt" },
+            match_typed_subject_alt_names: [{ san_type: "DNS", matcher: { exact: HOST } }],
+          },
+          alpn_protocols: ["h2"],
+        },
+      },
+    });
+  });
+
+  it("the decoder catches a misspelt field inside the TLS context", () => {
+    const b = envoyBootstrap(mtls()) as Json;
+    socketOf(b).typed_config.common_tls_context.validation_context["trusted_cert"] = { filename: "/x" };
+    const result = decodeBootstrap(stringify(b));
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.errors.join("\n")).toMatch(/unknown field "trusted_cert"/);
+  });
+
+  it("TLS without a client certificate, and an explicit server name for SNI and the SAN check", () => {
+    const b = envoyBootstrap(config({ portcullis: { host: HOST, tls: { caFile: "/ca.crt", serverName: "portcullis.internal" } } }, listenTls())) as Json;
+    const tls = socketOf(b).typed_config;
+    expect(tls.sni).toBe("portcullis.internal");
+    expect(tls.common_tls_context.tls_certificates).toBeUndefined();
+    expect(tls.common_tls_context.validation_context.match_typed_subject_alt_names).toEqual([{ san_type: "DNS", matcher: { exact: "portcullis.internal" } }]);
+    const result = decodeBootstrap(stringify(b));
+    if (!result.ok) expect.fail(result.errors.join("\n"));
+  });
+
+  it("plaintext when portcullis listens in plaintext", () => {
+    expect(socketOf(envoyBootstrap(config()) as Json)).toBeUndefined();
+  });
+
+  it.each([
+    { name: "listen.tls without envoy.portcullis.tls", envoy: {}, rest: listenTls(), error: /envoy\.portcullis\.tls.*Envoy needs caFile/s },
+    { name: "envoy.portcullis.tls without listen.tls", envoy: { portcullis: { tls: { caFile: "/ca.crt" } } }, rest: {}, error: /portcullis listens in plaintext/ },
+    {
+      name: "mTLS required but Envoy has no client certificate",
+      envoy: { portcullis: { tls: { caFile: "/ca.crt" } } },
+      rest: listenTls({ clientCaFile: "/tls/ca.crt", requireClientCert: true }),
+      error: /requireClientCert is set: Envoy needs a client certificate/,
+    },
+    {
+      name: "a client certificate without its key",
+      envoy: { portcullis: { tls: { caFile: "/ca.crt", clientCertificateChainFile: "/c.crt" } } },
+      rest: listenTls(),
+      error: /set both clientCertificateChainFile and clientPrivateKeyFile/,
+    },
+    { name: "a relative CA path", envoy: { portcullis: { tls: { caFile: "ca.crt" } } }, rest: listenTls(), error: /absolute file path/ },
+  ])("rejects $name", ({ envoy, rest, error }) => {
+    expect(() => config(envoy, rest)).toThrow(error);
   });
 });
