@@ -2,23 +2,52 @@
 /**
  * portcullis command line.
  *   portcullis --config FILE                 run the ext_authz server
- *   portcullis validate-config FILE          check a configuration file and exit
+ *   portcullis validate-config FILE          run the server's start checks on a configuration file and exit
  *   portcullis config-schema                 print the configuration's JSON Schema
  *   portcullis envoy-config --config FILE    print the Envoy configuration for a configuration file
  *   portcullis check …                       ask a running server for one decision
  */
 import { parseArgs } from "node:util";
-import { ConfigError, loadConfig } from "../config/load.ts";
+import { ConfigError, loadConfig, loadConfigForStart } from "../config/load.ts";
 
 // Each command imports what it needs when it runs, so the small ones start fast.
 const USAGE = `usage:
   portcullis --config FILE                 run the ext_authz server
-  portcullis validate-config FILE          check a configuration file and exit
+  portcullis validate-config [--file-only] FILE   run the server's start checks on FILE and exit
   portcullis config-schema                 print the configuration file's JSON Schema
   portcullis envoy-config --config FILE    print the Envoy configuration generated from FILE
   portcullis check --server HOST:PORT --policy P --path PATH [--method GET] [-H 'name: value']... [--token TOKEN | --token-file FILE] [--json]
   portcullis check --explain --admin HOST:PORT ...   same, through the admin port (admin.explain, loopback only), with the gates' trace
-      exit status: 0 allowed, 1 denied, 2 usage or connection error`;
+      exit status: 0 allowed, 1 denied, 2 usage or connection error
+  portcullis COMMAND --help                one command's help`;
+
+/** `portcullis COMMAND --help`: what the command does, its arguments, its exit statuses. */
+const HELP: Readonly<Record<string, string>> = {
+  serve: `usage: portcullis --config FILE
+  Runs the ext_authz server (gRPC Check and health, admin HTTP, internal RPC) until SIGTERM or SIGINT.
+  The configuration is checked first, exactly as validate-config checks it; nothing starts unless it passes.
+  exit status: 0 after a graceful stop, 2 invalid configuration, 1 failed to start`,
+  "validate-config": `usage: portcullis validate-config [--file-only] FILE
+  Runs the checks the server runs at start, and nothing else: the file (keys, formats, ports, durations,
+  URLs, the OpenFGA store id) and what the server would read (secrets present and at least 32 bytes,
+  files readable, kubeconfigs with their context, in-cluster credentials).
+  --file-only   only the file: for a file meant for another machine (CI, before a rollout)
+  exit status: 0 valid, 2 invalid (one line per problem, naming the field and what it expects)`,
+  "config-schema": `usage: portcullis config-schema
+  Prints the configuration file's JSON Schema (deploy/portcullis.schema.json).
+  exit status: 0`,
+  "envoy-config": `usage: portcullis envoy-config --config FILE
+  Prints the Envoy configuration generated from FILE's envoy section (deploy/envoy/envoy.yaml).
+  exit status: 0, 2 invalid configuration or no envoy section`,
+  check: `usage: portcullis check --server HOST:PORT --policy P --path PATH [--method GET] [-H 'name: value']... [--token TOKEN | --token-file FILE] [--json]
+       portcullis check --explain --admin HOST:PORT --policy P --path PATH ...
+  Asks a running portcullis for one decision with a CheckRequest built as Envoy builds it, and prints it
+  (credentials redacted). --explain asks the admin port's POST /explain instead (admin.explain, loopback
+  only), which adds the gates' trace.
+  exit status: 0 allowed, 1 denied, 2 usage or connection error`,
+};
+
+const wantsHelp = (args: readonly string[]) => args.includes("--help") || args.includes("-h");
 
 /** The configuration has no `envoy` section; `envoy-config` needs one. */
 const MISSING_ENVOY_SECTION = "missing-envoy-section";
@@ -27,11 +56,19 @@ const out = (text: string) => void process.stdout.write(text);
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  // Every command answers --help; one without its own text prints the whole usage.
+  if (command !== undefined && !command.startsWith("-") && wantsHelp(rest)) {
+    out(`${HELP[command] ?? USAGE}\n`);
+    return 0;
+  }
   switch (command) {
     case "validate-config": {
-      const file = rest[0];
-      if (file === undefined || rest.length > 1) return usage();
-      loadConfig(file);
+      const fileOnly = rest[0] === "--file-only";
+      const files = fileOnly ? rest.slice(1) : rest;
+      const file = files[0];
+      if (file === undefined || files.length > 1) return usage();
+      if (fileOnly) loadConfig(file);
+      else await loadConfigForStart(file);
       out(`${file}: ok\n`);
       return 0;
     }
@@ -63,6 +100,10 @@ async function main(argv: string[]): Promise<number> {
       out(`${USAGE}\n`);
       return 0;
     default: {
+      if (wantsHelp(argv)) {
+        out(`${HELP["serve"]}\n`);
+        return 0;
+      }
       const file = configFlag(argv);
       if (file === undefined) return usage();
       const { serve } = await import("./serve.ts");
