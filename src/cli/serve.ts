@@ -2,14 +2,16 @@
  * `portcullis --config FILE`: run the server until SIGTERM or SIGINT, then shut down gracefully.
  * With `workers: N` (N > 1) this process is the primary and N forked workers serve (workers.ts).
  */
-import { loadConfig } from "../config/load.ts";
+import { loadConfigForStart } from "../config/load.ts";
 import { connectPorts, startServer } from "../server/app.ts";
 import { createLogging } from "../server/logging.ts";
 import { startWatchdog } from "../server/watchdog.ts";
 import { abandonStart, isWorker, reportListening, superviseWorkers } from "../server/workers.ts";
 
 export async function serve(configPath: string): Promise<void> {
-  const config = loadConfig(configPath);
+  // Every check validate-config runs, before any watch, timer or listener exists: a bad
+  // configuration exits at once (CrashLoopBackOff), never a process that lingers without serving.
+  const config = await loadConfigForStart(configPath);
   const logging = createLogging(config.logLevel);
   if (config.workers > 1 && !isWorker()) {
     // A worker drains for shutdown.drainMs, then answers its in-flight checks within twice the check deadline.

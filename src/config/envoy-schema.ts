@@ -82,6 +82,7 @@ export const envoySchema = z
       .number()
       .int()
       .positive()
+      .max(120_000, "expected at most 120000 ms: a Check that waits longer has failed")
       .optional()
       .describe("Envoy's ext_authz deadline; must exceed check.timeoutMs (default check.timeoutMs + 200)"),
     origins: z

@@ -17,9 +17,9 @@ import {
   VERBS,
 } from "../konfidence/permissions.ts";
 import { isRoleName } from "../konfidence/role-bindings.ts";
+import { deadlineMs, periodMs } from "./durations.ts";
 
 const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "expected a lower-case UUID");
-const millis = z.number().int().positive();
 const discoveryUrl = z
   .string()
   .refine((u) => discoveryEndpoint(u) !== undefined, "expected an https URL ending in /.well-known/openid-configuration, without query or fragment");
@@ -74,15 +74,15 @@ export const konfidenceSchema = z
           .default([])
           .describe("audiences a workload token may carry besides those the Projects' jwks subjects name for its provider"),
         caFile: z.string().min(1).optional().describe("PEM bundle trusted for providers in addition to the system roots"),
-        timeoutMs: millis.default(500).describe("per discovery, JWKS or UserInfo request"),
+        timeoutMs: deadlineMs().default(500).describe("per discovery, JWKS or UserInfo request"),
         maxResponseBytes: z.number().int().min(1024).default(262_144),
-        discoveryTtlMs: millis.default(3_600_000),
-        jwksCooldownMs: z.number().int().min(0).default(30_000).describe("minimum time between refetches for unknown key ids"),
-        jwksMaxAgeMs: millis.default(600_000).describe("keys, and tokens verified with them, are rechecked after this"),
+        discoveryTtlMs: periodMs().default(3_600_000),
+        jwksCooldownMs: periodMs(0).default(30_000).describe("minimum time between refetches for unknown key ids"),
+        jwksMaxAgeMs: periodMs().default(600_000).describe("keys, and tokens verified with them, are rechecked after this"),
         clockToleranceSeconds: z.number().int().min(0).max(300).default(5),
         verifiedCacheMaxEntries: z.number().int().positive().default(20_000),
-        failureBackoffInitialMs: millis.default(1_000).describe("after a provider's discovery or JWKS fetch fails, no fetch to it for this long"),
-        failureBackoffMaxMs: millis.default(30_000).describe("each further failure doubles the pause, up to this"),
+        failureBackoffInitialMs: periodMs().default(1_000).describe("after a provider's discovery or JWKS fetch fails, no fetch to it for this long"),
+        failureBackoffMaxMs: periodMs().default(30_000).describe("each further failure doubles the pause, up to this"),
       })
       .strict()
       .refine((p) => p.failureBackoffInitialMs <= p.failureBackoffMaxMs, {
@@ -102,7 +102,7 @@ export const konfidenceSchema = z
           .optional(),
         groupsClaim: z.string().min(1).default("groups"),
         userInfo: z.boolean().default(false).describe("read groups from UserInfo when the token has no groups claim"),
-        userInfoTtlMs: millis.default(300_000),
+        userInfoTtlMs: periodMs().default(300_000),
       })
       .strict()
       .refine((s) => (s.cookie === undefined) !== (s.header === undefined), "expected exactly one of cookie or header")

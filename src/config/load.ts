@@ -33,6 +33,17 @@ export function loadConfig(path: string): Config {
   return parseConfig(text, path);
 }
 
+/**
+ * The one validator behind `validate-config` and the server's start: the file (schema, formats,
+ * ranges), then what the process will read (environment.ts). Nothing has started when it throws.
+ */
+export async function loadConfigForStart(path: string, env: NodeJS.ProcessEnv = process.env): Promise<Config> {
+  const config = loadConfig(path);
+  const { assertEnvironment } = await import("./environment.ts");
+  assertEnvironment(config, path, env);
+  return config;
+}
+
 /** One line per problem: `  tokens.secrets[0]: expected exactly one of env or file`. */
 export function formatIssues(error: z.ZodError): string {
   return error.issues
@@ -53,6 +64,6 @@ export function readSecret(source: SecretSource, field: string, env: NodeJS.Proc
     return value;
   } catch (err) {
     if (err instanceof ConfigError) throw err;
-    throw new ConfigError(`${field}: cannot read ${source.file}`);
+    throw new ConfigError(`${field}: cannot read ${source.file} (${(err as NodeJS.ErrnoException).code ?? "error"})`);
   }
 }

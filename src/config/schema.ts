@@ -6,12 +6,20 @@ import { z } from "zod";
 import { checkEnvoySection, envoySchema } from "./envoy-schema.ts";
 import { checkKonfidenceSection, konfidenceSchema } from "./konfidence-schema.ts";
 import { platformSchema } from "./platform-schema.ts";
+import { deadlineMs, graceMs, periodMs } from "./durations.ts";
 
 const address = z
   .string()
-  .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, "expected host:port, e.g. 0.0.0.0:9001");
+  .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, { message: "expected host:port, e.g. 0.0.0.0:9001", abort: true })
+  .refine((a) => {
+    const port = Number(a.slice(a.lastIndexOf(":") + 1));
+    return port >= 1 && port <= 65535;
+  }, "expected a port from 1 to 65535");
 const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "expected a lower-case UUID");
-const millis = z.number().int().positive();
+/** What @openfga/sdk accepts as a store or model id (a ULID); anything else fails every call. */
+const ulid = (what: string) => z.string().regex(/^[0-7][0-9A-HJKMNP-TV-Z]{25}$/, `expected ${what}: a ULID, 26 characters of Crockford base32 (e.g. 01HVMMBCMGZNT3SED4Z17ECXCA)`);
+/** http or https only: z.url() alone admits any scheme (file:, javascript:, …). */
+const httpUrl = z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" });
 const dnsLabel = z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "expected a DNS label");
 
 /** A secret is never written in the file itself: it comes from an environment variable or a file. */
@@ -50,17 +58,14 @@ export const configSchema = z
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
     check: z
       .object({
-        timeoutMs: millis.default(800).describe("whole-decision deadline; keep below Envoy's ext_authz timeout"),
-        retryAfterSeconds: z.number().int().min(0).default(1),
+        timeoutMs: deadlineMs().default(800).describe("whole-decision deadline; keep below Envoy's ext_authz timeout"),
+        retryAfterSeconds: z.number().int().min(0).max(3600).default(1),
       })
       .strict()
       .default({ timeoutMs: 800, retryAfterSeconds: 1 }),
     shutdown: z
       .object({
-        drainMs: z
-          .number()
-          .int()
-          .min(0)
+        drainMs: graceMs()
           .default(5_000)
           .describe("after SIGTERM, keep answering Checks this long while health is NOT_SERVING (Envoy's health check moves traffic away), then stop accepting"),
       })
@@ -69,7 +74,7 @@ export const configSchema = z
     watchdog: z
       .object({
         enabled: z.boolean().default(true).describe("a worker thread ends the process when the event loop stops answering"),
-        timeoutMs: z.number().int().min(500).default(5_000).describe("how long the event loop may go without answering before the process is killed"),
+        timeoutMs: graceMs(500).default(5_000).describe("how long the event loop may go without answering before the process is killed"),
       })
       .strict()
       .default({ enabled: true, timeoutMs: 5_000 }),
@@ -89,33 +94,37 @@ export const configSchema = z
         clockToleranceSeconds: z.number().int().min(0).max(300).default(5),
         cacheMaxEntries: z.number().int().positive().default(20_000),
         cookieOrigins: z
-          .array(z.url())
+          .array(httpUrl)
           .default([])
           .describe(
             "browser origins (e.g. the Console) whose requests may authenticate with the fundament_auth cookie; a request with any other Origin is not authenticated by its cookie",
           ),
       })
-      .strict(),
+      .strict()
+      .optional()
+      .describe("Fundament tokens (FUN-17); with openfga, or neither in a Konfidence-only deployment"),
     openfga: z
       .object({
-        apiUrl: z.url().describe("OpenFGA HTTP API, e.g. http://openfga:8080"),
-        storeId: z.string().min(1).optional().describe("the store's id (a ULID); exactly one of storeId and storeName"),
+        apiUrl: httpUrl.describe("OpenFGA HTTP API, e.g. http://openfga:8080"),
+        storeId: ulid("an OpenFGA store id").optional().describe("the store's id (a ULID); exactly one of storeId and storeName"),
         storeName: z
           .string()
           .regex(/^[a-zA-Z0-9\s./^_&@-]{3,64}$/, "expected an OpenFGA store name (3–64 letters, digits, spaces, . - / ^ _ & @)")
           .optional()
           .describe("the store's name, looked up at start and again when its id stops answering (a re-created store); exactly one of storeId and storeName"),
-        authorizationModelId: z.string().min(1).optional().describe("pin a model of the store named by storeId; the store's latest when absent"),
+        authorizationModelId: ulid("an OpenFGA authorization model id").optional().describe("pin a model of the store named by storeId; the store's latest when absent"),
         apiToken: secretSource.optional(),
-        timeoutMs: millis.default(300),
-        allowTtlMs: millis.default(5_000),
-        denyTtlMs: millis.default(2_000),
+        timeoutMs: deadlineMs().default(300),
+        allowTtlMs: periodMs().default(5_000),
+        denyTtlMs: periodMs().default(2_000),
         cacheMaxEntries: z.number().int().positive().default(50_000),
       })
       .strict()
       .refine((o) => (o.storeId === undefined) !== (o.storeName === undefined), "expected exactly one of storeId or storeName")
       // A model id belongs to one store; a store re-created under its name has new model ids.
-      .refine((o) => o.storeName === undefined || o.authorizationModelId === undefined, "authorizationModelId needs storeId, not storeName"),
+      .refine((o) => o.storeName === undefined || o.authorizationModelId === undefined, "authorizationModelId needs storeId, not storeName")
+      .optional()
+      .describe("the can_view gate (FUN-17); with tokens, or neither in a Konfidence-only deployment"),
     clusters: z
       .array(
         z
@@ -132,9 +141,9 @@ export const configSchema = z
       .object({
         sar: z
           .object({
-            timeoutMs: millis.default(300),
-            allowTtlMs: millis.default(5_000),
-            denyTtlMs: millis.default(2_000),
+            timeoutMs: deadlineMs().default(300),
+            allowTtlMs: periodMs().default(5_000),
+            denyTtlMs: periodMs().default(2_000),
             cacheMaxEntries: z.number().int().positive().default(50_000),
           })
           .strict()
@@ -143,7 +152,7 @@ export const configSchema = z
           .object({
             expirationSeconds: z.number().int().min(600).default(3600),
             audiences: z.array(z.string().min(1)).default([]),
-            timeoutMs: millis.default(500),
+            timeoutMs: deadlineMs().default(500),
             cacheMaxEntries: z.number().int().positive().default(20_000),
           })
           .strict()
@@ -174,8 +183,33 @@ export const configSchema = z
       .describe("the platform's user-facing services, for the platform-api and public policies (FUN-17 §3, FUN-19 §5)"),
   })
   .strict()
+  .superRefine(checkFundamentSections)
   .superRefine(checkEnvoySection)
   .superRefine(checkKonfidenceSection);
+
+/**
+ * The Fundament policies (kube-api-proxy, plugin-proxy, platform-api) need tokens and openfga
+ * together; a deployment without them serves Konfidence only, and must then configure it.
+ */
+function checkFundamentSections(
+  config: { tokens?: unknown; openfga?: unknown; konfidence?: unknown; platform: { services: readonly unknown[] } },
+  ctx: z.RefinementCtx,
+): void {
+  if (config.tokens === undefined && config.openfga !== undefined) {
+    ctx.addIssue({ code: "custom", path: ["tokens"], message: "expected a tokens section: openfga serves the Fundament policies, which verify Fundament tokens" });
+  }
+  if (config.openfga === undefined && config.tokens !== undefined) {
+    ctx.addIssue({ code: "custom", path: ["openfga"], message: "expected an openfga section: the Fundament policies ask its can_view" });
+  }
+  if (config.tokens === undefined && config.openfga === undefined) {
+    if (config.konfidence === undefined) {
+      ctx.addIssue({ code: "custom", path: ["tokens"], message: "expected tokens and openfga (Fundament), or a konfidence section, or both" });
+    }
+    if (config.platform.services.length > 0) {
+      ctx.addIssue({ code: "custom", path: ["platform", "services"], message: "platform services need tokens and openfga: their routes accept Fundament UserTokens only" });
+    }
+  }
+}
 
 export type Config = z.infer<typeof configSchema>;
 export type SecretSource = z.infer<typeof secretSource>;

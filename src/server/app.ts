@@ -46,7 +46,8 @@ import { listenerCredentials } from "./tls.ts";
 /** Everything the policies read from the outside world. */
 export interface Ports {
   readonly clusters: KnownClusters;
-  readonly canView: ClusterViewCheck;
+  /** Absent without an `openfga` section (a Konfidence-only deployment): no Fundament policy is served. */
+  readonly canView?: ClusterViewCheck;
   readonly userAccess: UserAccessReview;
   readonly serviceAccountTokens: ServiceAccountTokens;
   readonly installations: InstallationLookup;
@@ -62,17 +63,20 @@ export interface Ports {
 export async function connectPorts(config: Config, logger: Logger): Promise<Ports> {
   const clusters = await Clusters.load(config.clusters);
   const openfga = config.openfga;
-  const canView = new OpenFgaCanView({
-    apiUrl: openfga.apiUrl,
-    store: storeRef(openfga),
-    ...(openfga.authorizationModelId === undefined ? {} : { authorizationModelId: openfga.authorizationModelId }),
-    ...(openfga.apiToken === undefined ? {} : { apiToken: readSecret(openfga.apiToken, "openfga.apiToken") }),
-    timeoutMs: openfga.timeoutMs,
-    allowTtlMs: openfga.allowTtlMs,
-    denyTtlMs: openfga.denyTtlMs,
-    maxEntries: openfga.cacheMaxEntries,
-    logger,
-  });
+  const canView =
+    openfga === undefined
+      ? undefined
+      : new OpenFgaCanView({
+          apiUrl: openfga.apiUrl,
+          store: storeRef(openfga),
+          ...(openfga.authorizationModelId === undefined ? {} : { authorizationModelId: openfga.authorizationModelId }),
+          ...(openfga.apiToken === undefined ? {} : { apiToken: readSecret(openfga.apiToken, "openfga.apiToken") }),
+          timeoutMs: openfga.timeoutMs,
+          allowTtlMs: openfga.allowTtlMs,
+          denyTtlMs: openfga.denyTtlMs,
+          maxEntries: openfga.cacheMaxEntries,
+          logger,
+        });
   const userAccess = new SubjectAccessReviews(clusters, {
     timeoutMs: config.kube.sar.timeoutMs,
     allowTtlMs: config.kube.sar.allowTtlMs,
@@ -85,7 +89,9 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     timeoutMs: config.kube.tokenRequest.timeoutMs,
     maxEntries: config.kube.tokenRequest.cacheMaxEntries,
   });
-  const installations = new InstallationIndex(clusters.all(), { logger });
+  // PluginInstallations are watched only where the Fundament policies are served: the cluster of a
+  // Konfidence-only deployment need not have their CRD, and readiness would wait for it forever.
+  const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
   const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger);
   return {
@@ -125,21 +131,31 @@ export interface RunningServer {
   shutdown(): Promise<void>;
 }
 
+/**
+ * The policies this configuration serves. Without the Fundament sections (tokens, openfga: a
+ * Konfidence-only deployment) only konfidence-api is registered, and a route naming a Fundament
+ * policy is denied 403 `no-policy`: a routing mistake that no retry fixes, never an allow.
+ */
 export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Policy[] {
-  const secrets = config.tokens.secrets.map((s, i) => new TextEncoder().encode(readSecret(s, `tokens.secrets[${i}]`)));
+  const fundament = config.tokens === undefined || ports.canView === undefined ? [] : fundamentPolicies(config, config.tokens, ports.canView, ports, audit);
+  return [...fundament, ...(config.konfidence === undefined ? [] : [konfidencePolicy(config.konfidence, ports.konfidence)])];
+}
+
+function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["tokens"]>, canView: ClusterViewCheck, ports: Ports, audit: AuditSink): Policy[] {
+  const secrets = tokenConfig.secrets.map((s, i) => new TextEncoder().encode(readSecret(s, `tokens.secrets[${i}]`)));
   const tokens = new TokenVerifier({
     secrets,
-    issuer: config.tokens.issuer,
-    clockToleranceSeconds: config.tokens.clockToleranceSeconds,
-    cacheMaxEntries: config.tokens.cacheMaxEntries,
+    issuer: tokenConfig.issuer,
+    clockToleranceSeconds: tokenConfig.clockToleranceSeconds,
+    cacheMaxEntries: tokenConfig.cacheMaxEntries,
   });
-  const cookieOrigins = new Set(config.tokens.cookieOrigins.map((origin) => new URL(origin).origin));
+  const cookieOrigins = new Set(tokenConfig.cookieOrigins.map((origin) => new URL(origin).origin));
   const platform = config.platform.services;
   return [
     kubeApiProxy({
       tokens,
       clusters: ports.clusters,
-      canView: ports.canView,
+      canView,
       userAccess: ports.userAccess,
       installations: ports.installations,
       serviceAccountTokens: ports.serviceAccountTokens,
@@ -150,7 +166,7 @@ export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Pol
     pluginProxy({
       tokens,
       clusters: ports.clusters,
-      canView: ports.canView,
+      canView,
       installations: ports.installations,
       allowUnpinned: config.plugins.allowUnpinned,
       controller: config.plugins.controller,
@@ -158,7 +174,6 @@ export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Pol
     pluginAssets(),
     platformApi({ tokens, cookieOrigins, services: new Set(platform.map((s) => s.name)), audit }),
     publicRoutes({ publicPaths: new Map(platform.map((s) => [s.name, new Set(s.public)])) }),
-    ...(config.konfidence === undefined ? [] : [konfidencePolicy(config.konfidence, ports.konfidence)]),
   ];
 }
 

@@ -16,7 +16,7 @@ const C2 = "1f7a2b3c-4d5e-4f6a-9b0c-1d2e3f4a5b6c";
 
 const base = () => ({
   tokens: { secrets: [{ env: "S" }] },
-  openfga: { apiUrl: "http://openfga:8080", storeId: "s" },
+  openfga: { apiUrl: "http://openfga:8080", storeId: "01HVMMBCMGZNT3SED4Z17ECXCA" },
   clusters: [{ id: C1 }],
 });
 const envoy = () => ({
@@ -37,7 +37,7 @@ function problems(config: unknown): string[] {
 
 describe("bad configurations name the field and what it expects", () => {
   const rows: Array<{ name: string; config: unknown; expected: string[] }> = [
-    { name: "empty file", config: "", expected: ['tokens: Invalid input: expected object, received undefined', 'openfga: Invalid input: expected object, received undefined'] },
+    { name: "empty file", config: "", expected: ["tokens: expected tokens and openfga (Fundament), or a konfidence section, or both"] },
     { name: "typo in a key", config: { ...base(), listen: { grcp: "0.0.0.0:9001" } }, expected: ['listen: Unrecognized key: "grcp"'] },
     { name: "unknown top-level key", config: { ...base(), checks: {} }, expected: ['(root): Unrecognized key: "checks"'] },
     { name: "address without port", config: { ...base(), listen: { grpc: "0.0.0.0" } }, expected: ["listen.grpc: expected host:port, e.g. 0.0.0.0:9001"] },
@@ -45,7 +45,26 @@ describe("bad configurations name the field and what it expects", () => {
     { name: "no secrets", config: { ...base(), tokens: { secrets: [] } }, expected: ["tokens.secrets: Too small: expected array to have >=1 items"] },
     { name: "upper-case cluster id", config: { ...base(), clusters: [{ id: C1.toUpperCase() }] }, expected: ["clusters[0].id: expected a lower-case UUID"] },
     { name: "duplicate cluster", config: { ...base(), clusters: [{ id: C1 }, { id: C1 }] }, expected: ["clusters: cluster ids must be unique"] },
-    { name: "OpenFGA URL", config: { ...base(), openfga: { apiUrl: "not a url", storeId: "s" } }, expected: ["openfga.apiUrl: Invalid URL"] },
+    { name: "OpenFGA URL", config: { ...base(), openfga: { apiUrl: "not a url", storeId: "01HVMMBCMGZNT3SED4Z17ECXCA" } }, expected: ["openfga.apiUrl: expected an http:// or https:// URL"] },
+    // Issue 13: what used to pass here and fail (or misbehave) only at start.
+    { name: "port above 65535", config: { ...base(), listen: { grpc: "0.0.0.0:70000" } }, expected: ["listen.grpc: expected a port from 1 to 65535"] },
+    { name: "port 0", config: { ...base(), listen: { admin: "127.0.0.1:0" } }, expected: ["listen.admin: expected a port from 1 to 65535"] },
+    { name: "check deadline beyond 60 s", config: { ...base(), check: { timeoutMs: 80_000_000_000 } }, expected: ["check.timeoutMs: expected whole milliseconds from 1 to 60000 (60 s)"] },
+    { name: "OpenFGA deadline 0", config: { ...base(), openfga: { ...base().openfga, timeoutMs: 0 } }, expected: ["openfga.timeoutMs: expected whole milliseconds from 1 to 60000 (60 s)"] },
+    { name: "SAR cache lifetime beyond a day", config: { ...base(), kube: { sar: { allowTtlMs: 90_000_000 } } }, expected: ["kube.sar.allowTtlMs: expected whole milliseconds from 1 to 86400000 (24 h)"] },
+    { name: "TokenRequest deadline fractional", config: { ...base(), kube: { tokenRequest: { timeoutMs: 1.5 } } }, expected: ["kube.tokenRequest.timeoutMs: expected whole milliseconds from 1 to 60000 (60 s)"] },
+    { name: "drain beyond 10 min", config: { ...base(), shutdown: { drainMs: 600_001 } }, expected: ["shutdown.drainMs: expected whole milliseconds from 0 to 600000 (600 s)"] },
+    { name: "watchdog below 500 ms", config: { ...base(), watchdog: { timeoutMs: 100 } }, expected: ["watchdog.timeoutMs: expected whole milliseconds from 500 to 600000 (600 s)"] },
+    { name: "Konfidence provider deadline", config: { ...base(), konfidence: { providers: { timeoutMs: 61_000 } } }, expected: ["konfidence.providers.timeoutMs: expected whole milliseconds from 1 to 60000 (60 s)"] },
+    { name: "Retry-After beyond an hour", config: { ...base(), check: { retryAfterSeconds: 3601 } }, expected: ["check.retryAfterSeconds: Too big: expected number to be <=3600"] },
+    { name: "store id not a ULID (the old shipped one)", config: { ...base(), openfga: { apiUrl: "http://openfga:8080", storeId: "01JFUNDAMENTSTORE000000000" } }, expected: ["openfga.storeId: expected an OpenFGA store id: a ULID, 26 characters of Crockford base32 (e.g. 01HVMMBCMGZNT3SED4Z17ECXCA)"] },
+    { name: "model id not a ULID", config: { ...base(), openfga: { ...base().openfga, authorizationModelId: "latest" } }, expected: ["openfga.authorizationModelId: expected an OpenFGA authorization model id: a ULID, 26 characters of Crockford base32 (e.g. 01HVMMBCMGZNT3SED4Z17ECXCA)"] },
+    { name: "OpenFGA URL of another scheme", config: { ...base(), openfga: { ...base().openfga, apiUrl: "ftp://openfga:8080" } }, expected: ["openfga.apiUrl: expected an http:// or https:// URL"] },
+    { name: "cookie origin of another scheme", config: { ...base(), tokens: { secrets: [{ env: "S" }], cookieOrigins: ["javascript:alert(1)"] } }, expected: ["tokens.cookieOrigins[0]: expected an http:// or https:// URL"] },
+    { name: "tokens without openfga", config: { tokens: base().tokens }, expected: ["openfga: expected an openfga section: the Fundament policies ask its can_view"] },
+    { name: "openfga without tokens", config: { openfga: base().openfga }, expected: ["tokens: expected a tokens section: openfga serves the Fundament policies, which verify Fundament tokens"] },
+    { name: "platform services without tokens", config: { konfidence: {}, platform: { services: [{ name: "authn-api", routes: ["/authn.v1."] }] } }, expected: ["platform.services: platform services need tokens and openfga: their routes accept Fundament UserTokens only"] },
+    { name: "Konfidence only", config: { konfidence: {} }, expected: [] },
     { name: "TokenRequest too short", config: { ...base(), kube: { tokenRequest: { expirationSeconds: 60 } } }, expected: ["kube.tokenRequest.expirationSeconds: Too small: expected number to be >=600"] },
     { name: "log level", config: { ...base(), logLevel: "verbose" }, expected: ['logLevel: Invalid option: expected one of "fatal"|"error"|"warn"|"info"|"debug"|"trace"'] },
     { name: "envoy: origin with a path", config: { ...base(), envoy: { ...envoy(), origins: { ...envoy().origins, pluginProxy: "https://plugins.example/" } } }, expected: ["envoy.origins.pluginProxy: expected an origin like https://plugin-proxy.fundament.io (no path)"] },

@@ -79,7 +79,7 @@ describe("the Pod", () => {
 
   it("takes every secret the configuration names from a Secret", () => {
     const fromSecrets = new Set(container.env.filter((e: Json) => e.valueFrom?.secretKeyRef !== undefined).map((e: Json) => e.name));
-    for (const s of config.tokens.secrets) expect(fromSecrets).toContain(s.env);
+    for (const s of config.tokens!.secrets) expect(fromSecrets).toContain(s.env);
   });
 });
 
@@ -89,7 +89,7 @@ describe("Services and NetworkPolicy", () => {
     const grpc = services.find((s) => s["metadata"].name === "portcullis-grpc")!;
     expect(grpc["spec"].clusterIP).toBe("None");
     expect(grpc["spec"].ports).toEqual([{ name: "grpc", port: 9001, targetPort: "grpc", protocol: "TCP", appProtocol: "kubernetes.io/h2c" }]);
-    const envoyDefault = configSchema.parse({ tokens: { secrets: [{ env: "S" }] }, openfga: { apiUrl: "http://o", storeId: "s" }, envoy: {
+    const envoyDefault = configSchema.parse({ tokens: { secrets: [{ env: "S" }] }, openfga: { apiUrl: "http://o", storeId: "01HVMMBCMGZNT3SED4Z17ECXCA" }, envoy: {
       origins: { console: "https://c", kubeApiProxy: "https://k", pluginProxy: "https://p" }, clusters: [], upstreams: { assets: { url: "http://a" } },
     } }).envoy!.portcullis.host;
     expect(envoyDefault).toBe(`portcullis-grpc.${kustomization["namespace"]}.svc.cluster.local`);

@@ -253,5 +253,5 @@ describe("clock skew between authn-api and portcullis (clockToleranceSeconds)", 
 
 /** A second server on the same real ports, with another clock tolerance. */
 function startTolerant(tolerance: number) {
-  return startTestServer({ ...w.ports, stop: async () => {} }, { ...w.config, tokens: { ...w.config.tokens, clockToleranceSeconds: tolerance } });
+  return startTestServer({ ...w.ports, stop: async () => {} }, { ...w.config, tokens: { ...w.config.tokens!, clockToleranceSeconds: tolerance } });
 }

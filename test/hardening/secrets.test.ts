@@ -104,7 +104,7 @@ const steps: Step[] = [
 beforeAll(async () => {
   w = await startWired(
     { logLevel: "trace" },
-    { config: (c) => ({ ...c, openfga: { ...c.openfga, apiToken: { env: "PORTCULLIS_TEST_FGA_TOKEN" } } }) },
+    { config: (c) => ({ ...c, openfga: { ...c.openfga!, apiToken: { env: "PORTCULLIS_TEST_FGA_TOKEN" } } }) },
   );
 });
 

@@ -9,7 +9,7 @@ import { providerTrust } from "../../src/konfidence/wiring.ts";
 
 const BASE = `
 tokens: { secrets: [{ env: X }] }
-openfga: { apiUrl: "http://openfga:8080", storeId: s }
+openfga: { apiUrl: "http://openfga:8080", storeId: 01HVMMBCMGZNT3SED4Z17ECXCA }
 clusters: [{ id: 0e6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b, kubeconfig: /k }]
 `;
 const GITHUB = "https://token.actions.githubusercontent.com/.well-known/openid-configuration";

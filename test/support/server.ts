@@ -10,9 +10,16 @@ import { ids, OLD_SECRET, SECRET } from "./tokens.ts";
 process.env["PORTCULLIS_TEST_SECRET"] = SECRET;
 process.env["PORTCULLIS_TEST_OLD_SECRET"] = OLD_SECRET;
 
+/** Port 0 (any free port) is not a valid configuration; in-process servers take one unless a test sets listen. */
+const ANY_FREE_PORT = { grpc: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0" };
+
 export function testConfig(overrides: Record<string, unknown> = {}): Config {
+  const config = parseTestConfig(overrides);
+  return "listen" in overrides ? config : { ...config, listen: { ...config.listen, ...ANY_FREE_PORT } };
+}
+
+function parseTestConfig(overrides: Record<string, unknown>): Config {
   return configSchema.parse({
-    listen: { grpc: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0" },
     logLevel: "debug",
     tokens: { secrets: [{ env: "PORTCULLIS_TEST_SECRET" }, { env: "PORTCULLIS_TEST_OLD_SECRET" }] },
     openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01J0000000000000000000TEST" },
