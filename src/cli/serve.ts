@@ -16,7 +16,12 @@ export async function serve(configPath: string): Promise<void> {
   if (config.workers > 1 && !isWorker()) {
     // A worker drains for shutdown.drainMs, then answers its in-flight checks within twice the check deadline.
     const graceMs = config.shutdown.drainMs + config.check.timeoutMs * 2 + 5_000;
-    const code = await superviseWorkers({ count: config.workers, logger: logging.logger, graceMs });
+    const code = await superviseWorkers({
+      count: config.workers,
+      logger: logging.logger,
+      graceMs,
+      admin: { address: config.listen.admin, explain: config.admin.explain },
+    });
     await logging.flush();
     process.exit(code);
   }

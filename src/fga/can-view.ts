@@ -35,6 +35,11 @@ export class OpenFgaCanView implements ClusterViewCheck {
   readonly #cache: LRUCache<string, boolean, { storeId: string; userId: string; clusterId: string }>;
   readonly #store: OpenFgaStore;
 
+  /** The store the gate asks now (for /readyz?verbose). */
+  storeState(): { name: string; ok: boolean; state: string } {
+    return this.#store.describe();
+  }
+
   constructor(options: OpenFgaOptions) {
     // The store id goes with each call: it may change while the client lives.
     const client = new OpenFgaClient({

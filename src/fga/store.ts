@@ -81,6 +81,14 @@ export class OpenFgaStore {
     return "id" in this.#ref ? this.#ref.id : this.#resolved.get(this.#ref.name, { allowStale: false, noDeleteOnStaleGet: true });
   }
 
+  /** Which store checks go to right now, in words, for /readyz?verbose (ids and names are not secrets). */
+  describe(): { name: string; ok: boolean; state: string } {
+    const id = this.current();
+    if ("id" in this.#ref) return { name: "openfga store", ok: true, state: `${this.#ref.id} (configured by id)` };
+    if (id === undefined) return { name: "openfga store", ok: false, state: `name "${this.#ref.name}" unresolved: checks that need OpenFGA answer 503` };
+    return { name: "openfga store", ok: true, state: `${id} (resolved by name "${this.#ref.name}")` };
+  }
+
   /** The store's id, looking its name up when no id is known. Throws DependencyUnavailable when it cannot. */
   async id(): Promise<string> {
     if ("id" in this.#ref) return this.#ref.id;

@@ -101,9 +101,9 @@ export class InstallationIndex implements InstallationLookup {
     return [...this.#clusters.values()].every((index) => index.watch.hasSynced);
   }
 
-  /** Installations per cluster, for metrics. */
-  sizes(): Array<{ clusterId: string; size: number; synced: boolean }> {
-    return [...this.#clusters].map(([clusterId, index]) => ({ clusterId, size: index.store.size, synced: index.watch.synced }));
+  /** Installations per cluster, for metrics and /readyz?verbose. */
+  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean }> {
+    return [...this.#clusters].map(([clusterId, index]) => ({ clusterId, size: index.store.size, synced: index.watch.synced, hasSynced: index.watch.hasSynced }));
   }
 
   byUid(clusterId: string, uid: string): Installation | undefined {

@@ -1,20 +1,49 @@
 /**
  * The Prometheus registry served on the admin port: decisions by policy and outcome, Check latency,
- * cache lookups, dependency calls and errors, index sizes, OIDC provider failure backoff, and the
- * runtime's health (event-loop delay, memory outside the V8 heap).
+ * gRPC calls handled by method and code, cache lookups, dependency calls and errors, index sizes,
+ * OIDC provider failure backoff, the build, and the runtime's health (event-loop delay, memory
+ * outside the V8 heap).
+ *
+ * With `workers: N` the primary serves the sum over every worker (prom-client's AggregatorRegistry,
+ * src/server/workers.ts): counters and histograms add up; a metric that must not be summed names
+ * its aggregator ("min" for synced, "max" for what every worker holds alike).
  */
 import { subscribe } from "node:diagnostics_channel";
+import { createRequire } from "node:module";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { CacheLookup, CheckDecision, DependencyCall, InvalidSubject, PluginTokenReplay, ProviderBackoffChange, ProviderFetchRefused } from "./events.ts";
+
+import type { GrpcCallHandled } from "./grpc-server.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
 export interface IndexSizes {
-  (): Array<{ index: string; clusterId: string; size: number; synced: boolean }>;
+  (): Array<{ index: string; clusterId: string; size: number; synced: boolean; hasSynced?: boolean }>;
 }
+
+/**
+ * Every `dependency` label value withDeadline is called with (test/server/metrics.test.ts holds this
+ * list to the code): their error series exist at 0 from the first scrape, so rate() and alerts see
+ * the first failure.
+ */
+export const DEPENDENCIES = ["openfga", "kube-subjectaccessreview", "kube-tokenrequest", "kube-readyz", "oidc-provider"] as const;
+
+/** What the build-info metric reports: package.json's version, and the Node version running it. */
+export const BUILD = {
+  version: (createRequire(import.meta.url)("../../package.json") as { version: string }).version,
+  node: process.version,
+};
 
 export function createMetrics(indexSizes: IndexSizes): Registry {
   const registry = new Registry();
+  new Gauge({
+    name: "portcullis_build_info",
+    help: "Always 1; the labels name the portcullis version and the Node version it runs on",
+    labelNames: ["version", "node"],
+    registers: [registry],
+    // Every worker runs the same build: 1 across workers too, not their number.
+    aggregator: "max",
+  }).set(BUILD, 1);
   // Includes the event-loop delay (perf_hooks.monitorEventLoopDelay: nodejs_eventloop_lag_p99_seconds,
   // …_max_seconds, since the previous scrape), nodejs_external_memory_bytes and the process's RSS.
   collectDefaultMetrics({ register: registry });
@@ -71,20 +100,42 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
     labelNames: ["dependency"],
     registers: [registry],
   });
+  for (const dependency of DEPENDENCIES) dependencyErrors.inc({ dependency }, 0);
+  const grpcHandled = new Counter({
+    name: "portcullis_grpc_server_handled_total",
+    help: "Unary gRPC calls answered, by method (package.Service/Method) and gRPC status code name",
+    labelNames: ["method", "code"],
+    registers: [registry],
+  });
+  const grpcSeconds = new Histogram({
+    name: "portcullis_grpc_server_handling_seconds",
+    help: "Time from a unary gRPC call's arrival to its answer, by method",
+    labelNames: ["method"],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  subscribe("portcullis:grpc-handled", (message) => {
+    const m = message as GrpcCallHandled;
+    grpcHandled.inc({ method: m.method, code: m.code });
+    grpcSeconds.observe({ method: m.method }, m.seconds);
+  });
   new Gauge({
     name: "portcullis_index_objects",
     help: "Objects in each watched index, per cluster",
     labelNames: ["index", "cluster_id"],
     registers: [registry],
+    // Each worker holds the whole index.
+    aggregator: "max",
     collect() {
       for (const i of indexSizes()) this.set({ index: i.index, cluster_id: i.clusterId }, i.size);
     },
   });
   new Gauge({
     name: "portcullis_index_synced",
-    help: "1 when the index has synced and its watch is healthy",
+    help: "1 when the index has synced and its watch is healthy (with workers: in every worker)",
     labelNames: ["index", "cluster_id"],
     registers: [registry],
+    aggregator: "min",
     collect() {
       for (const i of indexSizes()) this.set({ index: i.index, cluster_id: i.clusterId }, i.synced ? 1 : 0);
     },
@@ -118,6 +169,7 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
     help: "The pause in force after an OIDC provider's discovery or JWKS fetch failed (0: fetching normally)",
     labelNames: ["provider"],
     registers: [registry],
+    aggregator: "max",
   });
   subscribe("portcullis:oidc-provider-backoff", (message) => {
     const m = message as ProviderBackoffChange;

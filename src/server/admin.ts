@@ -1,16 +1,24 @@
 /**
- * The admin HTTP port: liveness, readiness, Prometheus metrics, and `POST /explain` when configured.
- * Never exposed to callers. The port may be bound wider than loopback for Prometheus, so /explain
- * (a real decision, with real remote calls and audit lines) checks its peer itself.
+ * The admin HTTP port: liveness, readiness (`/readyz?verbose` lists every check, readiness.ts),
+ * Prometheus metrics, and `POST /explain` when configured. Never exposed to callers. The port may be
+ * bound wider than loopback for Prometheus, so /explain (a real decision, with real remote calls and
+ * audit lines) checks its peer itself. With `workers: N` the primary serves it for every worker
+ * (workers.ts): the same handlers, answered from the workers over IPC.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { Registry } from "prom-client";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import type { Explainer } from "./explain.ts";
+import { type Readiness, renderReadiness } from "./readiness.ts";
+
+/** A prom-client Registry, or the primary's view summed over its workers. */
+export interface MetricsSource {
+  readonly contentType: string;
+  metrics(): Promise<string>;
+}
 
 export interface AdminOptions {
-  readonly ready: () => boolean;
-  readonly metrics: Registry;
+  readonly readiness: () => Readiness | Promise<Readiness>;
+  readonly metrics: MetricsSource;
   /** Absent unless `admin.explain` is set: /explain is then not found. */
   readonly explain: Explainer | undefined;
 }
@@ -28,7 +36,7 @@ const MAX_EXPLAIN_BODY = 1024 * 1024;
 
 export function createAdminServer(options: AdminOptions): Server {
   return createServer((req, res) => {
-    const path = (req.url ?? "/").split("?")[0];
+    const [path, query] = (req.url ?? "/").split("?", 2) as [string, string | undefined];
     if (path === "/explain") {
       if (options.explain === undefined) res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
       else if (!isLoopbackPeer(req.socket.remoteAddress)) res.writeHead(403, { "content-type": "text/plain" }).end("/explain answers loopback peers only\n");
@@ -45,8 +53,11 @@ export function createAdminServer(options: AdminOptions): Server {
         res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
         return;
       case "/readyz": {
-        const ready = options.ready();
-        res.writeHead(ready ? 200 : 503, { "content-type": "text/plain" }).end(ready ? "ready\n" : "not ready\n");
+        const verbose = new URLSearchParams(query).has("verbose");
+        Promise.resolve(options.readiness()).then(
+          (readiness) => res.writeHead(readiness.ready ? 200 : 503, { "content-type": "text/plain" }).end(renderReadiness(readiness, verbose)),
+          () => res.writeHead(503, { "content-type": "text/plain" }).end("not ready\n"),
+        );
         return;
       }
       case "/metrics":

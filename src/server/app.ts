@@ -37,9 +37,12 @@ import { TokenRequests } from "../kube/service-account-tokens.ts";
 import { SubjectAccessReviews } from "../kube/user-access-review.ts";
 import { createMetrics, type IndexSizes } from "../metrics/prometheus.ts";
 import { TokenVerifier } from "../tokens/fundament.ts";
-import { createAdminServer } from "./admin.ts";
+import { type AdminOptions, createAdminServer } from "./admin.ts";
 import { createExplainer, type Explainer, explainAudit } from "./explain.ts";
 import { Health } from "./health.ts";
+import { withCallMetrics } from "../metrics/grpc-server.ts";
+import { type DependencyState, processReadiness } from "./readiness.ts";
+import { answerPrimary, isWorker } from "./workers.ts";
 import { installationServiceConstructor, installationServiceHandlers } from "./installation-service.ts";
 import { listenerCredentials } from "./tls.ts";
 
@@ -56,6 +59,8 @@ export interface Ports {
   /** True once every index has synced (a later outage of one is a 503 for its cluster only). */
   ready(): boolean;
   indexSizes: IndexSizes;
+  /** Dependencies whose state /readyz?verbose shows without gating readiness (the OpenFGA store's resolution). */
+  dependencies?: () => DependencyState[];
   stop(): Promise<void>;
 }
 
@@ -101,6 +106,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     serviceAccountTokens,
     installations,
     konfidence: konfidence?.ports,
+    dependencies: () => (canView === undefined ? [] : [canView.storeState()]),
     ready: () => installations.hasSynced && (konfidence?.projects.hasSynced ?? true),
     indexSizes: () => [
       ...installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),
@@ -195,7 +201,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = createMetrics(ports.indexSizes);
 
   let inFlight = 0;
-  const grpcServer = new grpc.Server();
+  const grpcServer = withCallMetrics(new grpc.Server());
   grpcServer.addService(authorizationService(), {
     Check(call: grpc.ServerUnaryCall<CheckRequestMessage, unknown>, callback: grpc.sendUnaryData<unknown>) {
       inFlight++;
@@ -210,12 +216,20 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tls = await listenerCredentials(config.listen.tls, logger);
   const grpcPort = await bind(grpcServer, config.listen.grpc, tls.credentials);
 
-  const internalServer = new grpc.Server();
+  const internalServer = withCallMetrics(new grpc.Server());
   internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations));
   const internalPort = await bind(internalServer, config.listen.internal, tls.credentials);
 
-  const admin = createAdminServer({ ready: () => health.serving, metrics, explain: explainerFor(options) });
-  const adminPort = await listen(admin, config.listen.admin);
+  const adminOptions: AdminOptions = {
+    readiness: () =>
+      processReadiness({ shuttingDown: health.shuttingDown, serving: health.serving, indexes: ports.indexSizes(), dependencies: ports.dependencies?.() ?? [] }),
+    metrics,
+    explain: explainerFor(options),
+  };
+  const admin = createAdminServer(adminOptions);
+  // With workers the primary serves the admin port for all of them (workers.ts); a worker answers it over IPC.
+  if (isWorker()) answerPrimary(adminOptions, metrics);
+  const adminPort = isWorker() ? splitAddress(config.listen.admin).port : await listen(admin, config.listen.admin);
   logger.info(
     { grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length, tls: tlsMode(config.listen.tls) },
     "portcullis listening",

@@ -26,6 +26,10 @@ export class Health {
     return !this.#shuttingDown && this.#isReady();
   }
 
+  get shuttingDown(): boolean {
+    return this.#shuttingDown;
+  }
+
   beginShutdown(): void {
     this.#shuttingDown = true;
     this.#notify();

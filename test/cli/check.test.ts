@@ -221,7 +221,7 @@ describe("/explain's peers", () => {
     const body = JSON.stringify(envoyCheckRequest({ path: kubePath, headers: { authorization: `Bearer ${await pluginToken()}` }, policy: "kube-api-proxy" }));
     const { createAdminServer } = await import("../../src/server/admin.ts");
     let explained = 0;
-    const handler = createAdminServer({ ready: () => true, metrics: undefined as never, explain: async () => ((explained++, { decision: "allow" }) as never) });
+    const handler = createAdminServer({ readiness: () => ({ ready: true, checks: [] }), metrics: undefined as never, explain: async () => ((explained++, { decision: "allow" }) as never) });
     const req = Object.assign(Readable.from([Buffer.from(body)]), {
       method: "POST",
       url: "/explain",

@@ -1,8 +1,15 @@
 /**
  * /metrics on the admin port exposes the runtime's health: event-loop delay (p99 and max since the
  * previous scrape), memory outside the V8 heap, ArrayBuffers, RSS. A loop blocked on purpose shows.
+ * The build, every dependency's error series from the start, unary gRPC calls by method and code.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { authorizationClient } from "../../src/envoy/protos.ts";
+import { codeName } from "../../src/metrics/grpc-server.ts";
+import { BUILD, DEPENDENCIES } from "../../src/metrics/prometheus.ts";
+import { envoyCheckRequest } from "../support/envoy.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, type TestServer } from "../support/server.ts";
 
@@ -48,4 +55,44 @@ it("a blocked event loop shows in the max delay of the next scrape", async () =>
   await new Promise((r) => setTimeout(r, 50));
   const values = await scrape();
   expect(values.get("nodejs_eventloop_lag_max_seconds")).toBeGreaterThanOrEqual(0.3);
+});
+
+it("has a build-info series and every dependency's error series from the first scrape, at 0", async () => {
+  const text = await (await fetch(`http://127.0.0.1:${server.server.adminPort}/metrics`)).text();
+  expect(text).toMatch(new RegExp(`^portcullis_build_info\\{version="${BUILD.version.replaceAll(".", "\\.")}",node="${process.version.replaceAll(".", "\\.")}"\\} 1$`, "m"));
+  for (const dependency of DEPENDENCIES) expect(text).toContain(`portcullis_dependency_errors_total{dependency="${dependency}"} 0\n`);
+});
+
+it("DEPENDENCIES names every dependency label the code reports", () => {
+  // Each withDeadline call names its dependency directly or through a constant.
+  const named = new Set<string>();
+  const walk = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []));
+  for (const file of walk(resolve(import.meta.dirname, "../../src"))) {
+    const source = readFileSync(file, "utf8");
+    for (const m of source.matchAll(/withDeadline\(\s*("([^"]+)"|([A-Z_]+))/g)) {
+      if (m[2] !== undefined) named.add(m[2]);
+      else named.add(new RegExp(`const ${m[3]} = "([^"]+)"`).exec(source)?.[1] ?? `unresolved constant ${m[3]} in ${file}`);
+    }
+  }
+  expect([...named].sort()).toEqual([...DEPENDENCIES].sort());
+});
+
+it("counts unary gRPC calls by method and code name", async () => {
+  const client = authorizationClient(`127.0.0.1:${server.server.grpcPort}`);
+  await client.check(envoyCheckRequest({ path: "/plugins/sdk/1.0.0/sdk.js", policy: "plugin-assets" }));
+  client.close();
+  const text = await (await fetch(`http://127.0.0.1:${server.server.adminPort}/metrics`)).text();
+  expect(text).toMatch(/^portcullis_grpc_server_handled_total\{method="envoy\.service\.auth\.v3\.Authorization\/Check",code="OK"\} [1-9]\d*$/m);
+  expect(text).toMatch(/^portcullis_grpc_server_handling_seconds_count\{method="envoy\.service\.auth\.v3\.Authorization\/Check"\} [1-9]\d*$/m);
+});
+
+it.each([
+  [null, "OK"],
+  [{ code: 14 }, "UNAVAILABLE"],
+  [{ code: 13 }, "INTERNAL"],
+  [{}, "UNKNOWN"],
+  [{ code: 999 }, "UNKNOWN"],
+])("a callback given %j answered %s", (err, name) => {
+  expect(codeName(err as never)).toBe(name);
 });

@@ -1,0 +1,103 @@
+/**
+ * What /readyz answers, and with `?verbose` why: one line per check, `[+]` or `[-]`, then the verdict.
+ *
+ * A process is ready while it is not shutting down and every watched index has synced at least once
+ * (Ports.ready). An index that loses its watch later does not take the replica out of service: its
+ * own cluster's checks answer 503 while the other clusters are served, so one API server's outage
+ * cannot empty the whole fleet. Such an index is listed `[-]` (unsynced) under a ready verdict.
+ * Dependencies that do not gate readiness at all (the OpenFGA store's resolution: a check answers
+ * 503 while it is unresolved) are listed for the operator, marked as such.
+ *
+ * With `workers: N` the primary asks each worker over IPC (workers.ts) and is ready only when all N
+ * are listening and ready; each worker's lines carry its pid.
+ */
+
+export interface ReadinessCheck {
+  /** e.g. `index plugininstallations cluster=prod-1`, `openfga store`, `shutdown`. */
+  readonly name: string;
+  readonly ok: boolean;
+  /** In words: `synced, 12 objects`, `unsynced (synced before: its cluster's checks answer 503)`. */
+  readonly state: string;
+  /** False for a line that informs and does not take part in the verdict. */
+  readonly gates: boolean;
+}
+
+export interface Readiness {
+  readonly ready: boolean;
+  readonly checks: readonly ReadinessCheck[];
+}
+
+/** One watched index of one cluster, as Ports.indexSizes reports it. */
+export interface IndexState {
+  readonly index: string;
+  readonly clusterId: string;
+  readonly size: number;
+  /** Its watch is healthy now: lookups are answered. */
+  readonly synced: boolean;
+  /** Synced at least once (readiness waits for this); taken as `synced` when the index does not say. */
+  readonly hasSynced?: boolean;
+}
+
+/** A dependency's state that does not gate readiness. */
+export interface DependencyState {
+  readonly name: string;
+  readonly ok: boolean;
+  readonly state: string;
+}
+
+export interface ProcessState {
+  readonly shuttingDown: boolean;
+  /** Health.serving: the verdict the gRPC health service gives too, so both always agree. */
+  readonly serving: boolean;
+  readonly indexes: readonly IndexState[];
+  readonly dependencies: readonly DependencyState[];
+}
+
+export function processReadiness(state: ProcessState): Readiness {
+  const checks: ReadinessCheck[] = [
+    { name: "shutdown", ok: !state.shuttingDown, state: state.shuttingDown ? "begun: not serving" : "not begun", gates: true },
+    ...state.indexes.map((i) => indexCheck(i)),
+    ...state.dependencies.map((d) => ({ ...d, gates: false })),
+  ];
+  return { ready: state.serving, checks };
+}
+
+function indexCheck(i: IndexState): ReadinessCheck {
+  const name = `index ${i.index} cluster=${i.clusterId}`;
+  const objects = `${i.size} object${i.size === 1 ? "" : "s"}`;
+  if (i.synced) return { name, ok: true, state: `synced, ${objects}`, gates: true };
+  if (i.hasSynced ?? false) return { name, ok: false, state: "unsynced, synced before: this cluster's checks answer 503 until its watch recovers", gates: false };
+  return { name, ok: false, state: "never synced: not ready until it has", gates: true };
+}
+
+/** One worker's answer, or undefined when it did not answer in time. */
+export interface WorkerReadiness {
+  readonly pid: number | undefined;
+  readonly readiness: Readiness | undefined;
+}
+
+/** The primary's verdict: every one of the `expected` workers listening and ready. */
+export function workersReadiness(expected: number, workers: readonly WorkerReadiness[]): Readiness {
+  const count: ReadinessCheck = {
+    name: "workers",
+    ok: workers.length === expected,
+    state: `${workers.length} of ${expected} listening`,
+    gates: true,
+  };
+  const checks: ReadinessCheck[] = [count];
+  for (const w of workers) {
+    const prefix = `worker ${w.pid ?? "?"} `;
+    if (w.readiness === undefined) checks.push({ name: `${prefix}answer`, ok: false, state: "no answer in time", gates: true });
+    else for (const c of w.readiness.checks) checks.push({ ...c, name: prefix + c.name });
+  }
+  const ready = count.ok && workers.every((w) => w.readiness?.ready === true);
+  return { ready, checks };
+}
+
+/** The body of /readyz: the verdict alone, or every check's line before it. */
+export function renderReadiness(readiness: Readiness, verbose: boolean): string {
+  const verdict = readiness.ready ? "ready\n" : "not ready\n";
+  if (!verbose) return verdict;
+  const lines = readiness.checks.map((c) => `[${c.ok ? "+" : "-"}]${c.name}: ${c.state}${c.gates ? "" : " (does not gate readiness)"}`);
+  return `${lines.join("\n")}\n${verdict}`;
+}
