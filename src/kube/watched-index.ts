@@ -8,9 +8,11 @@
  * last resource version, without an error and without a list, both when the server closes the
  * stream and when nothing arrives for its request timeout, so an API server that accepts
  * connections and never answers would keep the index "synced" forever. Here:
- *  - the watch asks for bookmarks (the API server sends one about every minute on a quiet watch),
+ *  - the watch asks for bookmarks (an API server sends one about every minute on a quiet watch,
+ *    once its watch cache has seen an event or an etcd progress notification since it started),
  *    and silence is a failure: no event and no bookmark (nor a successful list) for `inactivityMs`
- *    marks the index unsynced and restarts it through the same backoff → fresh list as an error;
+ *    marks the index unsynced at once and lists again at once; it is synced again when that list
+ *    and the new watch succeed (a few milliseconds on a healthy server);
  *  - a stream the server ends (its watch timeout, a 410) is followed by a list, never by a bare
  *    reconnect: ListWatch lists again in place, so the index stays synced while the view it serves
  *    was current until the end, and the silence bound still runs from the last sign of life.
@@ -205,28 +207,31 @@ export class WatchedIndex<T extends KubernetesObject> {
   #heardFrom(generation: number): void {
     if (generation !== this.#generation || this.#stopped) return;
     clearTimeout(this.#silenceTimer);
+    // Silence is unsynced at once, but listed again at once rather than after the backoff: an API
+    // server sends bookmarks only once its watch cache has seen an event or an etcd progress
+    // notification since it started, so a quiet watch may be healthy, and a list is all it takes.
     this.#silenceTimer = setTimeout(
-      () => this.#failed(generation, new WatchSilent(`no watch event or bookmark within ${this.#options.inactivityMs} ms`)),
+      () => this.#failed(generation, new WatchSilent(`no watch event or bookmark within ${this.#options.inactivityMs} ms`), { retryNow: true }),
       this.#options.inactivityMs,
     );
   }
 
   /**
    * The list+watch of `generation` failed or went silent: unsynced at once, then a fresh list after
-   * the backoff. Later news from it is ignored.
+   * the backoff (at once after silence). Later news from it is ignored.
    */
-  #failed(generation: number, err: unknown): void {
+  #failed(generation: number, err: unknown, { retryNow = false } = {}): void {
     if (generation !== this.#generation) return;
     this.#generation++;
     clearTimeout(this.#silenceTimer);
     void this.#listWatch?.stop();
     this.#synced = false;
     if (this.#stopped) return;
-    const delay = this.#backoffMs;
-    this.#backoffMs = Math.min(this.#backoffMs * 2, this.#options.maxBackoffMs);
-    this.#options.logger.warn(
+    const delay = retryNow ? 0 : this.#backoffMs;
+    if (!retryNow) this.#backoffMs = Math.min(this.#backoffMs * 2, this.#options.maxBackoffMs);
+    this.#options.logger[retryNow ? "info" : "warn"](
       { cluster_id: this.#cluster.id, err: errorSummary(err), retry_in_ms: delay },
-      `${this.#names.index} watch failed; restarting`,
+      retryNow ? `${this.#names.index} watch silent; listing again` : `${this.#names.index} watch failed; restarting`,
     );
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => {

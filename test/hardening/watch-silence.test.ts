@@ -102,6 +102,26 @@ describe("a watch that stops talking", () => {
     expect(kube.requests.filter((r) => r.method === "GET" && !r.url.includes("watch=true")).length).toBe(lists);
   });
 
+  it("a quiet watch on a server that sends no bookmarks: unsynced past the bound only until the list it triggers at once succeeds", async () => {
+    kube.bookmarkIntervalMs = undefined;
+    kube.endWatches();
+    const lists = () => kube.requests.filter((r) => r.method === "GET" && r.url.startsWith("/apis/") && !r.url.includes("watch=true")).length;
+    const listsBefore = lists();
+    let longestUnsyncedMs = 0;
+    let unsyncedSince: number | undefined;
+    const started = performance.now();
+    while (performance.now() - started < INACTIVITY_MS * 3 + 200) {
+      const now = performance.now();
+      if (answers()) unsyncedSince = undefined;
+      else longestUnsyncedMs = Math.max(longestUnsyncedMs, now - (unsyncedSince ??= now));
+      await sleep(5);
+    }
+    expect(lists() - listsBefore).toBeGreaterThanOrEqual(2);
+    // Each time, one list and one watch connect against a healthy server: back within milliseconds.
+    expect(longestUnsyncedMs).toBeLessThan(150);
+    expect(await pluginCheck()).toMatchObject({ allowed: true });
+  });
+
   it("a watch the server ends is followed by a list in place: synced throughout, and what was deleted meanwhile is gone", async () => {
     kube.put({ uid: ids.otherInstallation, name: "grafana", definitionHash: PINNED_HASH });
     await until(() => index.byUid(ids.cluster, ids.otherInstallation) !== undefined, 2_000, "grafana to be indexed");
