@@ -1,0 +1,80 @@
+/**
+ * One cluster's API server goes down after both clusters' indexes synced: the replica stays ready
+ * and keeps serving the other cluster, the lost cluster's checks answer 503 (never an allow from a
+ * view that may be stale), and /readyz?verbose says which index is unsynced and why that does not
+ * take the replica out of service. Real ports (client-node ListWatch, SAR, TokenRequest, OpenFGA SDK)
+ * against the wire fakes; the second cluster is a second fake API server.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import type { Ports } from "../../src/server/app.ts";
+import { ids, PINNED_HASH, pluginToken } from "../support/tokens.ts";
+import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
+import { startWired, until, type Wired } from "../support/wire-fakes/wired.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "portcullis-cluster-outage-"));
+let w: Wired;
+let second: FakeKubeApi;
+
+beforeAll(async () => {
+  second = await new FakeKubeApi().start();
+  second.put({ uid: ids.otherInstallation, name: "cert-manager", definitionHash: PINNED_HASH });
+  second.serviceAccounts.add("plugin-cert-manager/plugin-cert-manager");
+  second.serviceAccounts.add(`fundament-system/fundament-${ids.user}`);
+  const kubeconfig = second.writeKubeconfig(dir);
+  w = await startWired(
+    {},
+    { config: (config) => ({ ...config, clusters: [...config.clusters, { ...config.clusters[0]!, id: ids.otherCluster, kubeconfig }] }) },
+  );
+  await until(() => answers(w.ports, ids.otherCluster, ids.otherInstallation), 10_000, "the second cluster's index to sync");
+});
+afterAll(async () => {
+  await w.stop();
+  await second.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function answers(ports: Ports, cluster: string, installation: string): boolean {
+  try {
+    ports.installations.byUid(cluster, installation);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const checkOn = async (cluster: string, installation: string) =>
+  w.server.check({
+    path: `/clusters/${cluster}/api/v1/namespaces/team-a/pods`,
+    headers: { authorization: `Bearer ${await pluginToken({ cluster_id: cluster, installation_id: installation })}` },
+    policy: "kube-api-proxy",
+  });
+
+const readyz = async (query = "") => {
+  const res = await fetch(`http://127.0.0.1:${w.server.server.adminPort}/readyz${query}`);
+  return { status: res.status, body: await res.text() };
+};
+
+it("serves the synced cluster, answers 503 for the lost one, and stays ready", async () => {
+  expect(await checkOn(ids.cluster, ids.installation)).toMatchObject({ allowed: true });
+  expect(await checkOn(ids.otherCluster, ids.otherInstallation)).toMatchObject({ allowed: true });
+  const before = await readyz("?verbose");
+  expect(before.status).toBe(200);
+  expect(before.body).toContain(`[+]index plugininstallations cluster=${ids.otherCluster}: synced, 1 object`);
+
+  await second.stop();
+  await until(() => !answers(w.ports, ids.otherCluster, ids.otherInstallation), 10_000, "the lost cluster's index to go unsynced");
+
+  expect(await checkOn(ids.otherCluster, ids.otherInstallation)).toMatchObject({ allowed: false, http: 503, reason: "dependency-unavailable" });
+  expect(await checkOn(ids.cluster, ids.installation)).toMatchObject({ allowed: true });
+  expect(w.server.server.health.serving).toBe(true);
+  expect(await readyz()).toEqual({ status: 200, body: "ready\n" });
+  const verbose = await readyz("?verbose");
+  expect(verbose.status).toBe(200);
+  expect(verbose.body).toContain(`[+]index plugininstallations cluster=${ids.cluster}: synced, 1 object\n`);
+  expect(verbose.body).toContain(`[-]index plugininstallations cluster=${ids.otherCluster}: unsynced, synced before: this cluster's checks answer 503 until its watch recovers (does not gate readiness)\n`);
+  expect(verbose.body).toContain(`[+]openfga store: ${w.config.openfga!.storeId} (configured by id) (does not gate readiness)\n`);
+  expect(verbose.body.endsWith("\nready\n")).toBe(true);
+}, 30_000);

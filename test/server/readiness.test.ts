@@ -1,0 +1,54 @@
+/**
+ * The /readyz verdict and its verbose lines: a table over one process's states, and the primary's
+ * verdict over its workers (ready only with every one of them listening and ready).
+ */
+import { describe, expect, it } from "vitest";
+import { type IndexState, processReadiness, renderReadiness, workersReadiness } from "../../src/server/readiness.ts";
+
+const index = (clusterId: string, synced: boolean, hasSynced?: boolean): IndexState => ({
+  index: "plugininstallations",
+  clusterId,
+  size: 2,
+  synced,
+  ...(hasSynced === undefined ? {} : { hasSynced }),
+});
+
+describe("one process", () => {
+  it.each([
+    { name: "serving, all synced", serving: true, shuttingDown: false, indexes: [index("a", true, true)], lines: ["[+]shutdown: not begun", "[+]index plugininstallations cluster=a: synced, 2 objects"], verdict: "ready" },
+    {
+      name: "one cluster lost after its first sync",
+      serving: true,
+      shuttingDown: false,
+      indexes: [index("a", true, true), index("b", false, true)],
+      lines: ["[-]index plugininstallations cluster=b: unsynced, synced before: this cluster's checks answer 503 until its watch recovers (does not gate readiness)"],
+      verdict: "ready",
+    },
+    { name: "never synced", serving: false, shuttingDown: false, indexes: [index("a", false, false)], lines: ["[-]index plugininstallations cluster=a: never synced: not ready until it has"], verdict: "not ready" },
+    { name: "an index that does not say hasSynced counts as never synced while unsynced", serving: false, shuttingDown: false, indexes: [index("r", false)], lines: ["[-]index plugininstallations cluster=r: never synced: not ready until it has"], verdict: "not ready" },
+    { name: "shutting down", serving: false, shuttingDown: true, indexes: [], lines: ["[-]shutdown: begun: not serving"], verdict: "not ready" },
+  ])("$name → $verdict", ({ serving, shuttingDown, indexes, lines, verdict }) => {
+    const readiness = processReadiness({ serving, shuttingDown, indexes, dependencies: [{ name: "openfga store", ok: false, state: "unresolved" }] });
+    expect(renderReadiness(readiness, false)).toBe(`${verdict}\n`);
+    const verbose = renderReadiness(readiness, true).split("\n");
+    for (const line of lines) expect(verbose).toContain(line);
+    expect(verbose).toContain("[-]openfga store: unresolved (does not gate readiness)");
+    expect(verbose.at(-2)).toBe(verdict);
+  });
+});
+
+describe("the primary over its workers", () => {
+  const ready = { ready: true, checks: [{ name: "shutdown", ok: true, state: "not begun", gates: true }] };
+  const notReady = { ready: false, checks: [{ name: "shutdown", ok: false, state: "begun: not serving", gates: true }] };
+  it.each([
+    { name: "both ready", expected: 2, workers: [{ pid: 1, readiness: ready }, { pid: 2, readiness: ready }], verdict: true, line: "[+]worker 2 shutdown: not begun" },
+    { name: "one not ready", expected: 2, workers: [{ pid: 1, readiness: ready }, { pid: 2, readiness: notReady }], verdict: false, line: "[-]worker 2 shutdown: begun: not serving" },
+    { name: "one did not answer", expected: 2, workers: [{ pid: 1, readiness: ready }, { pid: 2, readiness: undefined }], verdict: false, line: "[-]worker 2 answer: no answer in time" },
+    { name: "one not listening (died, being replaced)", expected: 2, workers: [{ pid: 1, readiness: ready }], verdict: false, line: "[-]workers: 1 of 2 listening" },
+    { name: "none", expected: 2, workers: [], verdict: false, line: "[-]workers: 0 of 2 listening" },
+  ])("$name → ready: $verdict", ({ expected, workers, verdict, line }) => {
+    const readiness = workersReadiness(expected, workers);
+    expect(readiness.ready).toBe(verdict);
+    expect(renderReadiness(readiness, true).split("\n")).toContain(line);
+  });
+});
