@@ -23,7 +23,8 @@ import { freePort, startKubeApiserver, startOpenFGA, type KubeApiserver, type Op
 import { ids, pluginToken, SECRET } from "../support/tokens.ts";
 import { answersBetween, type FaultFigures, figures, formatFigures, recoveryAfter } from "./figures.ts";
 import { CheckLoad } from "./load.ts";
-import { PortcullisProcess, PORTCULLIS_ROOT, SUPPORTS_STORE_NAME } from "./portcullis-process.ts";
+import { isForbiddenAllow } from "./oracle.ts";
+import { ControlProcess, PortcullisProcess, PORTCULLIS_ROOT, SUPPORTS_STORE_NAME } from "./portcullis-process.ts";
 
 const RATE = Number(process.env["CHAOS_RATE"] ?? 150);
 const RESTARTS = Number(process.env["CHAOS_RESTARTS"] ?? 20);
@@ -31,7 +32,11 @@ const RESTARTS = Number(process.env["CHAOS_RESTARTS"] ?? 20);
 const RESTART_DELAYS_MS = [0, 300, 700, 1_200, 1_800, 2_500, 3_200, 4_000, 5_000, 6_000];
 
 const CHECK_TIMEOUT_MS = 800;
-/** Two cores run etcd, kube-apiserver (starting up, at times), OpenFGA, portcullis and this load. */
+/**
+ * Two cores run etcd, kube-apiserver (starting up, at times), OpenFGA, portcullis and this load, and
+ * whatever else the machine runs: latency and stall bounds are over what an idle Node process (the
+ * control) saw in the same window.
+ */
 const LATENCY_MARGIN_MS = 700;
 const STALL_BOUND_MS = 1_000;
 const RSS_BOUND_MB = 1_024;
@@ -41,12 +46,15 @@ const RECOVERY_BOUND_MS = 10_000;
 /** Recovered: every check sent for this long answered exactly as the world says. */
 const SETTLE_MS = 1_500;
 const PAUSE_MS = 5_000;
+/** Checks sent this soon after SIGTERM fall inside the default 5 s drain period, with room for the last ones. */
+const DRAIN_ANSWERED_MS = 4_000;
 
 let dir: string;
 let api: KubeApiserver;
 let fga: OpenFGA;
 let portcullis: PortcullisProcess;
 let load: CheckLoad;
+let control: ControlProcess;
 const report: FaultFigures[] = [];
 
 function configYaml(listen: { grpc: number; admin: number; internal: number }): string {
@@ -69,6 +77,7 @@ beforeAll(async () => {
   const installation = await seedKubernetes(api);
   await seedOpenFga(fga);
 
+  control = new ControlProcess(await freePort());
   const listen = { grpc: await freePort(), admin: await freePort(), internal: await freePort() };
   portcullis = new PortcullisProcess(dir, configYaml(listen), listen.admin, { PORTCULLIS_SECRET: SECRET });
   portcullis.start();
@@ -90,6 +99,7 @@ afterAll(async () => {
   load?.close();
   await portcullis?.kill();
   portcullis?.stopHeartbeat();
+  control?.stop();
   await Promise.all([api?.stop(), fga?.stop()]);
   rmSync(dir, { recursive: true, force: true });
   console.log(`chaos figures:\n${report.map(formatFigures).join("\n")}`);
@@ -127,6 +137,7 @@ async function runFault(fault: string, inject: () => Promise<number>, recoveryBo
   const outcome = figures(fault, answersBetween(load.answers, start, end), {
     recoveryMs,
     maxStallMs: portcullis.maxStallMs(start, end),
+    machineStallMs: control.probe.maxLatencyMs(start, end),
     rssBeforeMb,
     rssAfterMb,
   });
@@ -153,16 +164,18 @@ async function restartPortcullis(): Promise<void> {
 }
 
 /** What every fault must show, whatever it broke. */
-function expectFailClosed(f: FaultFigures, opts: { outage: boolean; recoveryBoundMs: number }): void {
+function expectFailClosed(f: FaultFigures, opts: { outage: boolean; recoveryBoundMs: number; wrongDenialsTolerated?: boolean }): void {
   expect(f.forbiddenAllows, `${f.fault}: allows the oracle forbids`).toBe(0);
+  // A denial other than 503 must be the world's answer (a starting API server's "not allowed" is a 503).
+  if (!opts.wrongDenialsTolerated) expect(f.wrongDenials, `${f.fault}: denials the world does not give`).toBe(0);
   expect(f.byKind["timeout"] ?? 0, `${f.fault}: checks not answered within the client's deadline`).toBe(0);
   expect(f.byKind["grpc-error"] ?? 0, `${f.fault}: checks refused`).toBe(0);
-  expect(f.maxMs, `${f.fault}: slowest answer`).toBeLessThanOrEqual(CHECK_TIMEOUT_MS + LATENCY_MARGIN_MS);
+  expect(f.maxMs, `${f.fault}: slowest answer`).toBeLessThanOrEqual(CHECK_TIMEOUT_MS + LATENCY_MARGIN_MS + f.machineStallMs);
   expect(f.unavailableWithoutRetryAfter, `${f.fault}: 503s without retry-after`).toBe(0);
   if (opts.outage) expect(f.byKind["dependency-unavailable"] ?? 0, `${f.fault}: the outage never showed as a 503`).toBeGreaterThan(0);
   expect(f.recoveryMs, `${f.fault}: did not recover within ${opts.recoveryBoundMs} ms`).toBeDefined();
   expect(f.recoveryMs!).toBeLessThanOrEqual(opts.recoveryBoundMs);
-  expect(f.maxStallMs, `${f.fault}: event-loop stall`).toBeLessThanOrEqual(STALL_BOUND_MS);
+  expect(f.maxStallMs, `${f.fault}: event-loop stall`).toBeLessThanOrEqual(STALL_BOUND_MS + f.machineStallMs);
   expect(f.rssAfterMb, `${f.fault}: RSS`).toBeLessThanOrEqual(RSS_BOUND_MB);
 }
 
@@ -180,7 +193,6 @@ describe("chaos with real processes", () => {
       return performance.now() - 5_000;
     }, RECOVERY_BOUND_MS);
     expectFailClosed(f, { outage: false, recoveryBoundMs: 0 });
-    expect(f.wrongDenials).toBe(0);
   });
 
   it("API server stopped (SIGSTOP 5 s) and resumed", { timeout: 60_000 }, async () => {
@@ -212,11 +224,12 @@ describe("chaos with real processes", () => {
       return performance.now();
     }, RECOVERY_BOUND_MS);
     // Between the new store's creation and its tuples, can_view is briefly false: a denial, never an allow.
-    expectFailClosed(f, { outage: true, recoveryBoundMs: RECOVERY_BOUND_MS });
+    expectFailClosed(f, { outage: true, recoveryBoundMs: RECOVERY_BOUND_MS, wrongDenialsTolerated: true });
   });
 
   it(`API server killed (SIGKILL) and restarted ${RESTARTS} times under load, the restart landing at many points of the watch backoff`, { timeout: RESTARTS * 60_000 }, async () => {
     const outcomes: FaultOutcome[] = [];
+    const loopStart = performance.now();
     for (let cycle = 0; cycle < RESTARTS; cycle++) {
       const downMs = RESTART_DELAYS_MS[cycle % RESTART_DELAYS_MS.length]!;
       outcomes.push(
@@ -229,20 +242,39 @@ describe("chaos with real processes", () => {
       );
     }
     const freezes = outcomes.filter((o) => o.froze).length;
-    console.log(`chaos: ${freezes} freezes in ${RESTARTS} API server restarts (portcullis from ${PORTCULLIS_ROOT})`);
+    const recoveries = outcomes.map((o) => o.figures.recoveryMs ?? Number.POSITIVE_INFINITY).sort((a, b) => a - b);
+    const all = figures(`kube-apiserver SIGKILL ×${RESTARTS} (all cycles; recovery = slowest)`, answersBetween(load.answers, loopStart, performance.now()), {
+      recoveryMs: recoveries.at(-1) === Number.POSITIVE_INFINITY ? undefined : recoveries.at(-1),
+      maxStallMs: Math.max(...outcomes.map((o) => o.figures.maxStallMs)),
+      machineStallMs: Math.max(...outcomes.map((o) => o.figures.machineStallMs)),
+      rssBeforeMb: outcomes[0]!.figures.rssBeforeMb,
+      rssAfterMb: outcomes.at(-1)!.figures.rssAfterMb,
+    });
+    report.push(all);
+    console.log(
+      `chaos: ${freezes} freezes in ${RESTARTS} API server restarts (portcullis from ${PORTCULLIS_ROOT}); recovery median ${((recoveries[Math.floor(recoveries.length / 2)] ?? 0) / 1000).toFixed(1)} s\n${formatFigures(all)}`,
+    );
     expect(freezes).toBe(0);
     for (const { figures: f } of outcomes) expectFailClosed(f, { outage: true, recoveryBoundMs: KUBE_RECOVERY_BOUND_MS });
   });
 
-  it("SIGTERM under load exits 0", { timeout: 60_000 }, async () => {
+  it("SIGTERM under load: every check sent during the drain period answered, exit 0", { timeout: 60_000 }, async () => {
     const signalledAt = performance.now();
     const code = await portcullis.signalAndWait("SIGTERM", 30_000);
+    const exitedAt = performance.now();
     await load.stop();
-    const during = answersBetween(load.answers, signalledAt, performance.now());
+    const during = answersBetween(load.answers, signalledAt, exitedAt);
     const byKind: Record<string, number> = {};
     for (const a of during) byKind[a.kind] = (byKind[a.kind] ?? 0) + 1;
-    console.log(`chaos: SIGTERM → exit ${String(code)} after ${(performance.now() - signalledAt).toFixed(0)} ms; checks sent meanwhile: ${JSON.stringify(byKind)}`);
+    // shutdown.drainMs (5 s by default): answered while NOT_SERVING; Envoy stops sending long before it ends.
+    const inDrain = answersBetween(load.answers, signalledAt, signalledAt + DRAIN_ANSWERED_MS);
+    const refusedInDrain = inDrain.filter((a) => a.kind === "grpc-error" || a.kind === "timeout").length;
+    console.log(
+      `chaos: SIGTERM → exit ${String(code)} after ${(exitedAt - signalledAt).toFixed(0)} ms; checks sent meanwhile: ${JSON.stringify(byKind)}; refused in the first ${DRAIN_ANSWERED_MS} ms: ${refusedInDrain} of ${inDrain.length}`,
+    );
     expect(code).toBe(0);
-    expect(during.filter((a) => a.kind === "allowed" && a.expected !== "allowed")).toEqual([]);
+    expect(during.filter((a) => isForbiddenAllow(a.expected, a.kind))).toEqual([]);
+    expect(inDrain.length).toBeGreaterThan(0);
+    expect(refusedInDrain).toBe(0);
   });
 });

@@ -17,9 +17,14 @@ export interface FaultFigures {
   /** From the heal to the last wrong answer's send time (0: right at once); undefined: never recovered. */
   readonly recoveryMs: number | undefined;
   readonly maxStallMs: number;
+  /** The control's (an idle Node process's) longest heartbeat in the same window: the machine's share of any stall. */
+  readonly machineStallMs: number;
   readonly rssBeforeMb: number;
   readonly rssAfterMb: number;
 }
+
+/** Answers that are not a denial by reason: an allow, a 503, or no answer at all. */
+const NOT_DENIALS: ReadonlySet<string> = new Set(["allowed", "dependency-unavailable", "timeout", "grpc-error"]);
 
 export function quantile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -46,7 +51,7 @@ export function recoveryAfter(answers: readonly Answer[], healAt: number, settle
 export function figures(
   fault: string,
   answers: readonly Answer[],
-  extra: { recoveryMs: number | undefined; maxStallMs: number; rssBeforeMb: number; rssAfterMb: number },
+  extra: { recoveryMs: number | undefined; maxStallMs: number; machineStallMs: number; rssBeforeMb: number; rssAfterMb: number },
 ): FaultFigures {
   const byKind: Record<string, number> = {};
   const unavailableBy: Record<string, number> = {};
@@ -61,7 +66,7 @@ export function figures(
     byKind,
     unavailableBy,
     forbiddenAllows: answers.filter((a) => isForbiddenAllow(a.expected, a.kind)).length,
-    wrongDenials: answers.filter((a) => a.kind !== "allowed" && a.kind !== "dependency-unavailable" && !isCorrect(a.expected, a.kind)).length,
+    wrongDenials: answers.filter((a) => !NOT_DENIALS.has(a.kind) && !isCorrect(a.expected, a.kind)).length,
     unavailableWithoutRetryAfter: answers.filter((a) => a.kind === "dependency-unavailable" && !a.retryAfter).length,
     p99Ms: quantile(latencies, 0.99),
     maxMs: latencies.at(-1) ?? Number.NaN,
@@ -78,5 +83,5 @@ export function formatFigures(f: FaultFigures): string {
   const unavailable = Object.entries(f.unavailableBy)
     .map(([m, n]) => `${m} ${n}`)
     .join(", ");
-  return `${f.fault}: ${f.answers} answers (${kinds}${unavailable === "" ? "" : `; 503: ${unavailable}`}); p99 ${f.p99Ms.toFixed(0)} ms, max ${f.maxMs.toFixed(0)} ms; recovery ${recovery}; max stall ${f.maxStallMs.toFixed(0)} ms; RSS ${f.rssBeforeMb.toFixed(0)} → ${f.rssAfterMb.toFixed(0)} MB`;
+  return `${f.fault}: ${f.answers} answers (${kinds}${unavailable === "" ? "" : `; 503: ${unavailable}`}); wrong allows ${f.forbiddenAllows}, wrong denials ${f.wrongDenials}; p99 ${f.p99Ms.toFixed(0)} ms, max ${f.maxMs.toFixed(0)} ms; recovery ${recovery}; max stall ${f.maxStallMs.toFixed(0)} ms (idle control ${f.machineStallMs.toFixed(0)} ms); RSS ${f.rssBeforeMb.toFixed(0)} → ${f.rssAfterMb.toFixed(0)} MB`;
 }

@@ -3,7 +3,9 @@
  * with the pinned Node. CHAOS_PORTCULLIS_ROOT runs another checkout (e.g. an old commit in a
  * worktree) against the same world. Measured from outside only: a heartbeat over the admin port's
  * /healthz (an answer needs a turn of the event loop, so its latency bounds every stall), VmRSS
- * from /proc, the exit status.
+ * from /proc, the exit status. A control — an idle Node HTTP server probed the same way — tells a
+ * stall of portcullis apart from the machine's own (two cores shared with etcd, kube-apiserver,
+ * OpenFGA and the load).
  */
 import { type ChildProcessByStdio, spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -28,15 +30,83 @@ export interface Heartbeat {
   readonly latencyMs: number;
 }
 
+/** Probes GET `path` on a loopback port every 100 ms and keeps each answer's latency. */
+export class HeartbeatProbe {
+  readonly beats: Heartbeat[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #lastAnswer = performance.now();
+  readonly #port: number;
+  readonly #path: string;
+
+  constructor(port: number, path: string) {
+    this.#port = port;
+    this.#path = path;
+  }
+
+  start(): void {
+    this.#lastAnswer = performance.now();
+    this.#timer ??= setInterval(() => this.#probe(), HEARTBEAT_EVERY_MS);
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #probe(): void {
+    const at = performance.now();
+    const req = request({ host: "127.0.0.1", port: this.#port, path: this.#path, timeout: 60_000, agent: false }, (res) => {
+      res.resume();
+      res.on("end", () => {
+        this.#lastAnswer = performance.now();
+        this.beats.push({ at, latencyMs: this.#lastAnswer - at });
+      });
+    });
+    req.on("error", () => {});
+    req.on("timeout", () => req.destroy());
+    req.end();
+  }
+
+  /** How long no probe has been answered. */
+  silentForMs(): number {
+    return performance.now() - this.#lastAnswer;
+  }
+
+  /** Longest latency among probes sent in [from, to]. */
+  maxLatencyMs(from: number, to: number): number {
+    let max = 0;
+    for (const beat of this.beats) if (beat.at >= from && beat.at <= to) max = Math.max(max, beat.latencyMs);
+    return max;
+  }
+}
+
+/** An idle Node process (the same pinned Node) answering HTTP: what the machine alone does to an event loop. */
+export class ControlProcess {
+  readonly probe: HeartbeatProbe;
+  readonly #child;
+
+  constructor(port: number) {
+    const server = `require("node:http").createServer((q, s) => s.end("ok")).listen(${port}, "127.0.0.1")`;
+    this.#child = spawn(join(PORTCULLIS_ROOT, "node_modules/.bin/node"), ["-e", server], { stdio: "ignore" });
+    const reap = () => this.#child.kill("SIGKILL");
+    process.once("exit", reap);
+    this.probe = new HeartbeatProbe(port, "/");
+    this.probe.start();
+  }
+
+  stop(): void {
+    this.probe.stop();
+    this.#child.kill("SIGKILL");
+  }
+}
+
 export class PortcullisProcess {
-  readonly heartbeats: Heartbeat[] = [];
   /** Last log lines (stdout and stderr), for a failure's message. */
   readonly tail: string[] = [];
   #child: ChildProcessByStdio<null, Readable, Readable> | undefined;
   #exit: Promise<number | null> | undefined;
   #exitStatus: string | undefined;
-  #heartbeat: NodeJS.Timeout | undefined;
-  #lastAnswer = performance.now();
+  readonly #heartbeat: HeartbeatProbe;
   readonly #configFile: string;
 
   readonly adminPort: number;
@@ -45,6 +115,7 @@ export class PortcullisProcess {
   constructor(dir: string, config: string, adminPort: number, env: Record<string, string>) {
     this.adminPort = adminPort;
     this.env = env;
+    this.#heartbeat = new HeartbeatProbe(adminPort, "/healthz");
     this.#configFile = join(dir, "portcullis.yaml");
     writeFileSync(this.#configFile, config);
   }
@@ -87,35 +158,17 @@ export class PortcullisProcess {
         resolveExit(code);
       }),
     );
-    this.#lastAnswer = performance.now();
-    this.#heartbeat ??= setInterval(() => this.#probe(), HEARTBEAT_EVERY_MS);
-  }
-
-  #probe(): void {
-    if (this.#exitStatus !== undefined) return;
-    const at = performance.now();
-    const req = request({ host: "127.0.0.1", port: this.adminPort, path: "/healthz", timeout: 60_000, agent: false }, (res) => {
-      res.resume();
-      res.on("end", () => {
-        this.#lastAnswer = performance.now();
-        this.heartbeats.push({ at, latencyMs: this.#lastAnswer - at });
-      });
-    });
-    req.on("error", () => {});
-    req.on("timeout", () => req.destroy());
-    req.end();
+    this.#heartbeat.start();
   }
 
   /** Longest heartbeat latency among probes sent in [from, to]; probes still unanswered count as open stalls. */
   maxStallMs(from: number, to: number = performance.now()): number {
-    let max = 0;
-    for (const beat of this.heartbeats) if (beat.at >= from && beat.at <= to) max = Math.max(max, beat.latencyMs);
-    return Math.max(max, this.frozenForMs() - HEARTBEAT_EVERY_MS);
+    return Math.max(this.#heartbeat.maxLatencyMs(from, to), this.frozenForMs() - HEARTBEAT_EVERY_MS);
   }
 
   /** How long no heartbeat has been answered. */
   frozenForMs(): number {
-    return this.#exitStatus === undefined ? performance.now() - this.#lastAnswer : 0;
+    return this.#exitStatus === undefined ? this.#heartbeat.silentForMs() : 0;
   }
 
   isFrozen(): boolean {
@@ -159,8 +212,7 @@ export class PortcullisProcess {
   }
 
   stopHeartbeat(): void {
-    clearInterval(this.#heartbeat);
-    this.#heartbeat = undefined;
+    this.#heartbeat.stop();
   }
 }
 
