@@ -16,6 +16,7 @@ export type ReasonCode =
   | "installation-unavailable"
   | "user-unavailable"
   | "impersonation-forbidden"
+  | "revoked"
   | "unknown-cluster"
   | "not-found"
   | "bad-request"

@@ -35,6 +35,7 @@ export const REASONS: Readonly<Record<ReasonCode, ReasonStatus>> = {
   "installation-unavailable": forbidden,
   "user-unavailable": forbidden,
   "impersonation-forbidden": forbidden,
+  "revoked": forbidden,
   "unknown-cluster": notFound,
   "not-found": notFound,
   "bad-request": { http: 400, grpc: GrpcCode.INVALID_ARGUMENT },

@@ -6,6 +6,7 @@
  *   portcullis config-schema                 print the configuration's JSON Schema
  *   portcullis envoy-config --config FILE    print the Envoy configuration for a configuration file
  *   portcullis check …                       ask a running server for one decision
+ *   portcullis revoke / unrevoke …           write or delete a Revocation (the sub-TTL kill switch)
  */
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig, loadConfigForStart } from "../config/load.ts";
@@ -19,6 +20,8 @@ const USAGE = `usage:
   portcullis check --server HOST:PORT --policy P --path PATH [--method GET] [-H 'name: value']... [--token TOKEN | --token-file FILE] [--json]
   portcullis check --explain --admin HOST:PORT ...   same, through the admin port (admin.explain, loopback only), with the gates' trace
       exit status: 0 allowed, 1 denied, 2 usage or connection error
+  portcullis revoke (--installation UID | --plugin NAME [--plugin-version V] [--definition-hash sha256:H] | --user UUID) --reason TEXT [--kubeconfig FILE] [--context C] [--dry-run]
+  portcullis unrevoke (the same target flags) [--kubeconfig FILE] [--context C]
   portcullis COMMAND --help                one command's help`;
 
 /** `portcullis COMMAND --help`: what the command does, its arguments, its exit statuses. */
@@ -45,6 +48,16 @@ const HELP: Readonly<Record<string, string>> = {
   (credentials redacted). --explain asks the admin port's POST /explain instead (admin.explain, loopback
   only), which adds the gates' trace.
   exit status: 0 allowed, 1 denied, 2 usage or connection error`,
+  revoke: `usage: portcullis revoke (--installation UID | --plugin NAME [--plugin-version V] [--definition-hash sha256:H] | --user UUID) --reason TEXT [--kubeconfig FILE] [--context C] [--dry-run]
+  The sub-TTL kill switch (docs/operations.md, incident runbook): writes the Revocation for that target on the
+  cluster portcullis's \`revocations\` setting names, with your kubeconfig (as kubectl). Every replica refuses
+  the PluginToken requests it covers (403 revoked) within a second, and authn-api can no longer mint for a
+  revoked installation or plugin. Revoking the same target again changes nothing. --dry-run prints the
+  object instead, for kubectl apply -f -.
+  exit status: 0 written (or already in force), 1 the API server refused, 2 usage`,
+  unrevoke: `usage: portcullis unrevoke (--installation UID | --plugin NAME [--plugin-version V] [--definition-hash sha256:H] | --user UUID) [--kubeconfig FILE] [--context C]
+  Deletes the Revocation that \`portcullis revoke\` wrote for the same target flags; requests are answered as before within a second.
+  exit status: 0 deleted (or there was none), 1 the API server refused, 2 usage`,
 };
 
 const wantsHelp = (args: readonly string[]) => args.includes("--help") || args.includes("-h");
@@ -93,6 +106,17 @@ async function main(argv: string[]): Promise<number> {
         if (err instanceof UsageError || String((err as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS_")) return usage((err as Error).message);
         process.stderr.write(`portcullis check: ${(err as Error).message}\n`);
         return 2;
+      }
+    }
+    case "revoke":
+    case "unrevoke": {
+      const { runRevoke, UsageError } = await import("./revoke.ts");
+      try {
+        return await runRevoke(command, rest, { out });
+      } catch (err) {
+        if (err instanceof UsageError || String((err as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS_")) return usage((err as Error).message);
+        process.stderr.write(`portcullis ${command}: ${(err as Error).message}\n`);
+        return 1;
       }
     }
     case "--help":

@@ -176,6 +176,16 @@ export const configSchema = z
       })
       .strict()
       .default({ allowUnpinned: false, controller: { namespace: "fundament-system", service: "plugin-controller" } }),
+    revocations: z
+      .object({
+        kubeconfig: z.string().min(1).optional().describe("kubeconfig of the cluster holding the Revocation objects; in-cluster configuration (portcullis's own cluster) when absent"),
+        context: z.string().min(1).optional(),
+      })
+      .strict()
+      .optional()
+      .describe(
+        "the sub-TTL deny-list (FUN-17 §10): Revocation objects (portcullis.fundament.io/v1alpha1) watched on one cluster; PluginToken requests answer 503 while the watch is not synced. No deny-list when absent",
+      ),
     envoy: envoySchema.optional().describe("what only Envoy needs; read by `portcullis envoy-config`, ignored by the server"),
     konfidence: konfidenceSchema.optional().describe("the konfidence-api policy (ADR-0028); not registered when absent"),
     platform: platformSchema

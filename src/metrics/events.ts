@@ -71,6 +71,20 @@ export function publishPluginTokenReplay(service: string, method: string): void 
   if (pluginTokenReplays.hasSubscribers) pluginTokenReplays.publish({ service, method } satisfies PluginTokenReplay);
 }
 
+/** A PluginToken request or a mint refused by the deny-list (issue 17). */
+export interface RevokedRequest {
+  /** The policy, or `GetInstallationManifest` for a refused mint. */
+  readonly policy: string;
+  /** Which kind of entry matched: installation, plugin or user. */
+  readonly scope: string;
+}
+
+export const revokedRequests = channel("portcullis:revoked");
+
+export function publishRevoked(policy: string, scope: string): void {
+  if (revokedRequests.hasSubscribers) revokedRequests.publish({ policy, scope } satisfies RevokedRequest);
+}
+
 export function publishCacheLookup(cache: string, outcome: string | undefined): void {
   if (cacheLookups.hasSubscribers) cacheLookups.publish({ cache, outcome: outcome ?? "unknown" } satisfies CacheLookup);
 }

@@ -11,7 +11,16 @@
 import { subscribe } from "node:diagnostics_channel";
 import { createRequire } from "node:module";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { CacheLookup, CheckDecision, DependencyCall, InvalidSubject, PluginTokenReplay, ProviderBackoffChange, ProviderFetchRefused } from "./events.ts";
+import type {
+  CacheLookup,
+  CheckDecision,
+  DependencyCall,
+  InvalidSubject,
+  PluginTokenReplay,
+  ProviderBackoffChange,
+  ProviderFetchRefused,
+  RevokedRequest,
+} from "./events.ts";
 
 import type { GrpcCallHandled } from "./grpc-server.ts";
 
@@ -194,6 +203,16 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
   subscribe("portcullis:plugin-token-replay", (message) => {
     const m = message as PluginTokenReplay;
     replays.inc({ service: m.service, method: replayMethods.of(m.method) });
+  });
+  const revoked = new Counter({
+    name: "portcullis_revoked_total",
+    help: "PluginToken requests and mints refused by the revocation list, by policy (or GetInstallationManifest) and the kind of entry that matched",
+    labelNames: ["policy", "scope"],
+    registers: [registry],
+  });
+  subscribe("portcullis:revoked", (message) => {
+    const m = message as RevokedRequest;
+    revoked.inc({ policy: m.policy, scope: m.scope });
   });
   return registry;
 }

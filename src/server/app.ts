@@ -31,6 +31,8 @@ import { OpenFgaCanView } from "../fga/can-view.ts";
 import { storeRef } from "../fga/store.ts";
 import { Clusters } from "../kube/clusters.ts";
 import { InstallationIndex } from "../kube/installation-index.ts";
+import { RevocationIndex } from "../kube/revocation-index.ts";
+import { NO_REVOCATIONS, type RevocationList } from "../authz/revocations.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";
 import { connectKonfidence, konfidencePolicy } from "../konfidence/wiring.ts";
 import { TokenRequests } from "../kube/service-account-tokens.ts";
@@ -54,6 +56,8 @@ export interface Ports {
   readonly userAccess: UserAccessReview;
   readonly serviceAccountTokens: ServiceAccountTokens;
   readonly installations: InstallationLookup;
+  /** The deny-list; absent when `revocations` is not configured. */
+  readonly revocations?: RevocationList;
   /** Present when `konfidence` is configured. */
   readonly konfidence?: KonfidencePorts;
   /** True once every index has synced (a later outage of one is a 503 for its cluster only). */
@@ -98,6 +102,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   // Konfidence-only deployment need not have their CRD, and readiness would wait for it forever.
   const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
+  const revocations = await revocationIndex(config, logger);
   const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger);
   return {
     clusters,
@@ -105,18 +110,38 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     userAccess,
     serviceAccountTokens,
     installations,
+    ...(revocations === undefined ? {} : { revocations: revocations.index }),
     konfidence: konfidence?.ports,
     dependencies: () => (canView === undefined ? [] : [canView.storeState()]),
-    ready: () => installations.hasSynced && (konfidence?.projects.hasSynced ?? true),
+    ready: () => installations.hasSynced && (revocations?.index.hasSynced ?? true) && (konfidence?.projects.hasSynced ?? true),
     indexSizes: () => [
       ...installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),
+      ...(revocations === undefined ? [] : [{ index: "revocations", ...revocations.index.size() }]),
       ...(konfidence?.projects.sizes() ?? []).map((s) => ({ index: "projects", ...s })),
     ],
     stop: async () => {
       await installations.stop();
+      await revocations?.index.stop();
+      await revocations?.cluster.close();
       await konfidence?.stop();
     },
   };
+}
+
+/**
+ * The deny-list's watch, on the cluster `revocations` names (its own connection pool, named
+ * `revocations` in log lines). Without the section there is no deny-list, and a warning says so.
+ */
+async function revocationIndex(config: Config, logger: Logger): Promise<{ index: RevocationIndex; cluster: Clusters } | undefined> {
+  const source = config.revocations;
+  if (source === undefined) {
+    logger.warn({ setting: "revocations" }, "no revocation list configured: a plugin can only be stopped by the 15-minute token TTL");
+    return undefined;
+  }
+  const cluster = await Clusters.load([{ id: "revocations", ...source }]);
+  const index = new RevocationIndex(cluster.get("revocations")!, { logger });
+  index.start().catch((err: unknown) => logger.error({ err }, "revocation index failed to start"));
+  return { index, cluster };
 }
 
 export interface ServerOptions {
@@ -165,6 +190,7 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
       userAccess: ports.userAccess,
       installations: ports.installations,
       serviceAccountTokens: ports.serviceAccountTokens,
+      revocations: ports.revocations ?? NO_REVOCATIONS,
       audit,
       cookieOrigins,
       allowUnpinned: config.plugins.allowUnpinned,
@@ -174,6 +200,7 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
       clusters: ports.clusters,
       canView,
       installations: ports.installations,
+      revocations: ports.revocations ?? NO_REVOCATIONS,
       allowUnpinned: config.plugins.allowUnpinned,
       controller: config.plugins.controller,
     }),
@@ -217,7 +244,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const grpcPort = await bind(grpcServer, config.listen.grpc, tls.credentials);
 
   const internalServer = withCallMetrics(new grpc.Server());
-  internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations));
+  internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations, ports.revocations ?? NO_REVOCATIONS));
   const internalPort = await bind(internalServer, config.listen.internal, tls.credentials);
 
   const adminOptions: AdminOptions = {

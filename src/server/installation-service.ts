@@ -1,6 +1,8 @@
 /**
  * PluginInstallationService.GetInstallationManifest: what authn-api asks before minting a
- * PluginToken (FUN-17 §10, §11). Answered from the same PluginInstallation index the gateway uses.
+ * PluginToken (FUN-17 §10, §11). Answered from the same PluginInstallation index the gateway uses,
+ * and the same deny-list: a revoked installation (or plugin) is FAILED_PRECONDITION, so no new
+ * PluginToken is minted for it while it is revoked.
  */
 import { resolve } from "node:path";
 import * as grpc from "@grpc/grpc-js";
@@ -8,6 +10,8 @@ import * as protoLoader from "@grpc/proto-loader";
 import { DependencyUnavailable } from "../authz/errors.ts";
 import { isBeingDeleted } from "../authz/installation.ts";
 import type { InstallationLookup } from "../authz/ports.ts";
+import { pinnedSubject, type RevocationList } from "../authz/revocations.ts";
+import { publishRevoked } from "../metrics/events.ts";
 import { isUuid } from "../tokens/claim-formats.ts";
 
 export const INSTALLATION_PROTO = resolve(import.meta.dirname, "../../protos/fundament/plugins/v1/plugin_installation.proto");
@@ -33,7 +37,7 @@ interface ManifestRequest {
   installation_id: string;
 }
 
-export function installationServiceHandlers(installations: InstallationLookup): grpc.UntypedServiceImplementation {
+export function installationServiceHandlers(installations: InstallationLookup, revocations: RevocationList): grpc.UntypedServiceImplementation {
   return {
     GetInstallationManifest(call: grpc.ServerUnaryCall<ManifestRequest, unknown>, callback: grpc.sendUnaryData<unknown>) {
       const { cluster_id: clusterId, installation_id: installationId } = call.request;
@@ -42,12 +46,16 @@ export function installationServiceHandlers(installations: InstallationLookup): 
         return;
       }
       let installation;
+      let revoked;
       try {
         installation = installations.byUid(clusterId, installationId);
+        // No user is named here: installation and plugin entries refuse the mint; a user entry
+        // refuses that user's requests at the gateway.
+        revoked = installation === undefined ? undefined : revocations.revoked(pinnedSubject(installation));
       } catch (err) {
         callback(
           err instanceof DependencyUnavailable
-            ? { code: grpc.status.UNAVAILABLE, details: "installation index not synced" }
+            ? { code: grpc.status.UNAVAILABLE, details: `${err.dependency} not synced` }
             : { code: grpc.status.INTERNAL, details: "internal error" },
         );
         return;
@@ -58,6 +66,11 @@ export function installationServiceHandlers(installations: InstallationLookup): 
       }
       if (isBeingDeleted(installation)) {
         callback({ code: grpc.status.FAILED_PRECONDITION, details: "installation is being deleted" });
+        return;
+      }
+      if (revoked !== undefined) {
+        publishRevoked("GetInstallationManifest", revoked.target.scope);
+        callback({ code: grpc.status.FAILED_PRECONDITION, details: "installation is revoked" });
         return;
       }
       callback(null, {

@@ -23,10 +23,11 @@ const config = loadConfig(resolve(K8S, "portcullis.yaml"));
 const portOf = (address: string) => Number(address.slice(address.lastIndexOf(":") + 1));
 
 describe("kustomization", () => {
-  it("lists every manifest in the directory and both CRDs", () => {
+  it("lists every manifest in the directory and every CRD", () => {
     const manifests = readdirSync(K8S).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml" && f !== "portcullis.yaml");
+    const crds = readdirSync(resolve(K8S, "crds")).map((f) => `crds/${f}`);
     expect([...kustomization["resources"]].sort()).toEqual(
-      [...manifests, "crds/plugininstallations.plugins.fundament.io.yaml", "crds/projects.konfidence.cloud.yaml"].sort(),
+      [...manifests, ...crds].sort(),
     );
   });
 
@@ -43,6 +44,7 @@ describe("RBAC: exactly the verbs portcullis needs", () => {
       { apiGroups: ["authorization.k8s.io"], resources: ["subjectaccessreviews"], verbs: ["create"] },
       { apiGroups: [""], resources: ["serviceaccounts/token"], verbs: ["create"] },
       { apiGroups: ["plugins.fundament.io"], resources: ["plugininstallations"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["portcullis.fundament.io"], resources: ["revocations"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["konfidence.cloud"], resources: ["projects"], verbs: ["get", "list", "watch"] },
     ]);
   });

@@ -20,11 +20,13 @@ import { Agent, fetch as undiciFetch } from "undici";
 import { connectPorts, type Ports } from "../../src/server/app.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { applyManifests, kubeConfig, startKubeApiserver, startOpenFGA, type KubeApiserver, type OpenFGA } from "../harness/index.ts";
+import type { Config } from "../../src/config/schema.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { ids } from "../support/tokens.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 export const CRD_FILES = [resolve(ROOT, "deploy/k8s/crds/plugininstallations.plugins.fundament.io.yaml")];
+export const REVOCATION_CRD = resolve(ROOT, "deploy/k8s/crds/revocations.portcullis.fundament.io.yaml");
 
 export const users = {
   alice: ids.user,
@@ -74,6 +76,8 @@ export interface FundamentWorld {
   readonly fgaClient: OpenFgaClient;
   readonly ports: Ports;
   readonly portcullis: TestServer;
+  /** What portcullis runs with (a second replica can be started from it). */
+  readonly config: Config;
   /** metadata.uid of the cert-manager PluginInstallation. */
   installationUid: string;
   /** Sends a request to the API server as Envoy forwards it after an allow. */
@@ -90,6 +94,8 @@ export interface WorldOptions {
   listen?: { grpc: string; admin: string; internal: string };
   /** Echo portcullis's log and audit lines to stdout. */
   echoLogs?: boolean;
+  /** Install the Revocation CRD and watch it on the same API server (the deny-list, issue 17). */
+  revocations?: boolean;
 }
 
 export const MODEL_FILE = resolve(ROOT, "deploy/openfga/model.fga");
@@ -98,6 +104,7 @@ export async function startFundamentWorld(options: WorldOptions = {}): Promise<F
   const [api, fga] = await Promise.all([startKubeApiserver(), startOpenFGA({ modelFile: MODEL_FILE })]);
   const admin = kubeConfig(api);
   const installation = await seedKubernetes(api);
+  if (options.revocations) await applyManifests(api, [REVOCATION_CRD]);
   const fgaClient = await seedOpenFga(fga);
 
   const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
@@ -120,6 +127,7 @@ export async function startFundamentWorld(options: WorldOptions = {}): Promise<F
     check: { timeoutMs: 5_000 },
     ...(options.listen === undefined ? {} : { listen: options.listen }),
     ...(options.echoLogs ? { logLevel: "info" } : {}),
+    ...(options.revocations ? { revocations: { kubeconfig: api.kubeconfigPath } } : {}),
   });
   const ports = await connectPorts(config, createLogging("warn").logger);
   await waitFor(async () => ports.ready());
@@ -133,6 +141,7 @@ export async function startFundamentWorld(options: WorldOptions = {}): Promise<F
     fgaClient,
     ports,
     portcullis,
+    config,
     installationUid: installation.metadata!.uid!,
     async replay(method, kubePathAndQuery, headers, body) {
       const res = await undiciFetch(`${api.url}${kubePathAndQuery}`, {

@@ -30,6 +30,7 @@ import { oversizedField } from "../../kube/object-names.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { beforeDeadline, denialFor } from "../errors.ts";
 import { unusableInstallation } from "../installation.ts";
+import { pinnedSubject, type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface KubeApiProxyDeps {
@@ -39,6 +40,8 @@ export interface KubeApiProxyDeps {
   readonly userAccess: UserAccessReview;
   readonly installations: InstallationLookup;
   readonly serviceAccountTokens: ServiceAccountTokens;
+  /** The sub-TTL deny-list (FUN-17 §10); NO_REVOCATIONS when none is configured. */
+  readonly revocations: RevocationList;
   readonly audit: AuditSink;
   /** Browser origins whose requests may authenticate with the session cookie (the Console's). */
   readonly cookieOrigins: ReadonlySet<string>;
@@ -137,14 +140,7 @@ async function pluginRequest(
   deps: KubeApiProxyDeps,
   trail: AuditTrail,
 ): Promise<Decision> {
-  // Gate 1, aud=fundament-plugin: identify() accepted the token as a PluginToken.
-  // Impersonation would let the plugin step outside the user's SubjectAccessReview.
-  if (!passed("no-impersonation", !Object.keys(request.headers).some((h) => h.startsWith("impersonate-")))) {
-    return deny("impersonation-forbidden", "impersonation is not allowed for plugin requests");
-  }
-  // Gate 2: cluster_id in the URL equals claims.cluster_id.
-  if (!passed("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
-
+  // The request is read first (pure, not a gate), so every audit line, a revoked one too, says what was asked.
   const known = deps.clusters.has(clusterId);
   const path = known ? kubePathOf(rest) : undefined;
   // A target Go would read otherwise (e.g. a query past net/url's parameter limit) is never reviewed.
@@ -152,6 +148,19 @@ async function pluginRequest(
   const readable = path?.kind === "ok" && unreadableQuery === undefined;
   const info = readable ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
   trail.info = info;
+
+  // Gate 1, aud=fundament-plugin: identify() accepted the token as a PluginToken.
+  // FUN-17 §10 places the deny-list "at proxy validation time": it is part of accepting the token,
+  // so it runs right after it, before any other gate and before any remote call is started (a
+  // revoked plugin costs no OpenFGA Check, review or TokenRequest). Unsynced, it throws: a 503.
+  const revoked = revokedDenial(deps.revocations, tokenSubject(claims), "kube-api-proxy", "revocation");
+  if (revoked !== undefined) return revoked;
+  // Impersonation would let the plugin step outside the user's SubjectAccessReview.
+  if (!passed("no-impersonation", !Object.keys(request.headers).some((h) => h.startsWith("impersonate-")))) {
+    return deny("impersonation-forbidden", "impersonation is not allowed for plugin requests");
+  }
+  // Gate 2: cluster_id in the URL equals claims.cluster_id.
+  if (!passed("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
   // A name Kubernetes could never store is refused before any remote call: it would otherwise be
   // sent in a SubjectAccessReview and held in a cache key.
   const oversized = info === undefined ? undefined : oversizedField(info);
@@ -191,6 +200,9 @@ async function pluginRequest(
   const unusable = unusableInstallation(await installation.result(), claims, deps.allowUnpinned);
   trace("installation", unusable === undefined ? "usable" : unusable.message);
   if (unusable !== undefined) return unusable;
+  // The pin as it is now: a re-pin since the mint may have moved the installation onto a revoked version.
+  const revokedPin = revokedDenial(deps.revocations, pinnedSubject((await installation.result())!, claims.sub), "kube-api-proxy", "revocation-pinned");
+  if (revokedPin !== undefined) return revokedPin;
   const saToken = await pluginToken.result();
   trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");

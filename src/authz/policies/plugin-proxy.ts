@@ -15,6 +15,7 @@ import type { Policy } from "../policy.ts";
 import { passed, trace } from "../trace.ts";
 import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../ports.ts";
 import { unusableInstallation } from "../installation.ts";
+import { pinnedSubject, type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { pluginServiceAccount } from "../../kube/service-accounts.ts";
@@ -25,6 +26,8 @@ export interface PluginProxyDeps {
   readonly clusters: KnownClusters;
   readonly canView: ClusterViewCheck;
   readonly installations: InstallationLookup;
+  /** The sub-TTL deny-list (FUN-17 §10); NO_REVOCATIONS when none is configured. */
+  readonly revocations: RevocationList;
   /** FUN-19's local-dev escape hatch, as for kube-api-proxy. */
   readonly allowUnpinned: boolean;
   /** Where the plugin-controller listens on every cluster. */
@@ -75,6 +78,10 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       if (identity.kind === "deny") return identity;
       const claims = identity.claims;
       if (claims.type !== "plugin") return deny("wrong-audience", "the token is not accepted here");
+      // The deny-list, "at proxy validation time" (FUN-17 §10): right after the token is accepted,
+      // before the binding and the remote can_view. Unsynced, it throws: a 503, never an allow.
+      const revoked = revokedDenial(deps.revocations, tokenSubject(claims), "plugin-proxy", "revocation");
+      if (revoked !== undefined) return revoked;
       // The URL's installation_id matches the claim.
       if (!passed("installation-binding", route.installationId === claims.installationId)) {
         return deny("installation-mismatch", "the token is bound to another installation");
@@ -86,9 +93,13 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       if (!passed("cluster-known", deps.clusters.has(claims.clusterId))) return deny("unknown-cluster", "no such cluster");
       // Routing, not a seed gate: the upstream is named after the installation, so it must still be the
       // one the token was minted for (a reinstall under the same name has a new uid) and not be going away.
-      const unusable = unusableInstallation(deps.installations.byUid(claims.clusterId, claims.installationId), claims, deps.allowUnpinned);
+      const installation = deps.installations.byUid(claims.clusterId, claims.installationId);
+      const unusable = unusableInstallation(installation, claims, deps.allowUnpinned);
       trace("installation", unusable === undefined ? "usable" : unusable.message);
       if (unusable !== undefined) return unusable;
+      // The pin as it is now: a re-pin since the mint may have moved the installation onto a revoked version.
+      const revokedPin = revokedDenial(deps.revocations, pinnedSubject(installation!, claims.sub), "plugin-proxy", "revocation-pinned");
+      if (revokedPin !== undefined) return revokedPin;
 
       const upstream =
         route.upstream === "runtime"
