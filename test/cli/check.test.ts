@@ -131,15 +131,17 @@ describe("portcullis check --explain (the admin port)", () => {
         "gates:",
         "  1. gateway-path: ok",
         "  2. token: plugin token from bearer",
-        "  3. no-impersonation: pass",
-        "  4. cluster-binding: pass",
-        "  5. name-lengths: pass",
-        "  6. can_view: pass",
-        "  7. cluster-known: pass",
-        "  8. kube-path: ok",
-        "  9. user-sar: pass",
-        "  10. installation: usable",
-        "  11. plugin-serviceaccount-token: issued",
+        "  3. revocation: pass",
+        "  4. no-impersonation: pass",
+        "  5. cluster-binding: pass",
+        "  6. name-lengths: pass",
+        "  7. can_view: pass",
+        "  8. cluster-known: pass",
+        "  9. kube-path: ok",
+        "  10. user-sar: pass",
+        "  11. installation: usable",
+        "  12. revocation-pinned: pass",
+        "  13. plugin-serviceaccount-token: issued",
         "",
       ].join("\n"),
     );
@@ -264,7 +266,16 @@ describe("POST /explain", () => {
         remove: ["authorization"],
       },
     });
-    expect(body.trace.map((s) => s.gate)).toEqual(["plugin-route", "token", "installation-binding", "can_view", "cluster-known", "installation"]);
+    expect(body.trace.map((s) => s.gate)).toEqual([
+      "plugin-route",
+      "token",
+      "revocation",
+      "installation-binding",
+      "can_view",
+      "cluster-known",
+      "installation",
+      "revocation-pinned",
+    ]);
   });
 
   it("records nothing for checks that are not being explained", async () => {
