@@ -11,7 +11,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import { createSecureServer, type Http2SecureServer, type Settings, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,7 +24,18 @@ export interface StartingApiServerOptions {
   readonly unreadMs?: number;
   /** How long a ready server takes to answer a review. */
   readonly answerDelayMs?: number;
+  /** The HTTP/2 SETTINGS it sends; a 16-byte stream window by default, so request bodies queue in the client. */
+  readonly settings?: Settings;
 }
+
+/** kube-apiserver v1.37.2's SETTINGS, as captured on loopback. */
+export const KUBE_APISERVER_SETTINGS: Settings = {
+  maxConcurrentStreams: 100,
+  initialWindowSize: 262_144,
+  maxFrameSize: 262_144,
+  headerTableSize: 4_096,
+  maxHeaderListSize: 1_048_896,
+};
 
 export class StartingApiServer {
   /** The ALPN protocol each TLS connection negotiated, in order. */
@@ -42,11 +53,11 @@ export class StartingApiServer {
   readonly #sockets = new Set<Socket>();
   readonly #held: Socket[] = [];
   readonly #open = new Set<Http2ServerResponse>();
-  readonly #options: Required<StartingApiServerOptions>;
+  readonly #options: Required<Omit<StartingApiServerOptions, "settings">>;
   #phase: Phase = "ready";
   #openConnections = 0;
 
-  private constructor(dir: string, front: Server, tls: Http2SecureServer, options: Required<StartingApiServerOptions>) {
+  private constructor(dir: string, front: Server, tls: Http2SecureServer, options: Required<Omit<StartingApiServerOptions, "settings">>) {
     this.#dir = dir;
     this.#front = front;
     this.#tls = tls;
@@ -63,8 +74,9 @@ export class StartingApiServer {
       { stdio: "ignore" },
     );
     const cert = readFileSync(join(dir, "cert.pem"));
-    const tls = createSecureServer({ key: readFileSync(join(dir, "key.pem")), cert, allowHTTP1: true, settings: { initialWindowSize: 16 } });
-    const front = createServer();
+    const tls = createSecureServer({ key: readFileSync(join(dir, "key.pem")), cert, allowHTTP1: true, settings: options.settings ?? { initialWindowSize: 16 } });
+    // Paused until handed to TLS: a held connection keeps its ClientHello in the kernel, as a stalled server does.
+    const front = createServer({ pauseOnConnect: true });
     const server = new StartingApiServer(dir, front, tls, { unreadMs: options.unreadMs ?? 500, answerDelayMs: options.answerDelayMs ?? 0 });
     server.#wire();
     await new Promise<void>((resolve) => front.listen(0, "127.0.0.1", resolve));
