@@ -12,6 +12,8 @@
 set -euo pipefail
 
 OPENFGA_VERSION=v1.22.1
+# Renders deploy/ kustomizations in the tests (what `kubectl apply -k` runs; kubectl 1.32 embeds v5.5.0).
+KUSTOMIZE_VERSION=v5.5.0
 # Debian bookworm's etcd-server; kube-apiserver accepts 3.4 (it only turns off
 # watch-progress-based consistent reads, which the tests do not depend on).
 ETCD_VERSION=3.4.23
@@ -26,6 +28,7 @@ BIN="$CACHE/bin"
 OPENFGA_BIN="$BIN/openfga-$OPENFGA_VERSION"
 KUBE_APISERVER_BIN="$BIN/kube-apiserver-$K8S_VERSION"
 ETCD_BIN="$BIN/etcd-$ETCD_VERSION"
+KUSTOMIZE_BIN="$BIN/kustomize-$KUSTOMIZE_VERSION"
 # The differential oracle links k8s.io/apiserver at the release matching
 # K8S_VERSION; keyed by its source too, so an edit rebuilds it.
 ORACLE_DIR="$HERE/requestinfo-oracle"
@@ -73,6 +76,17 @@ install_openfga() {
     "github.com/openfga/openfga/cmd/openfga@$OPENFGA_VERSION"
   # Rename last so an interrupted build never leaves a half-written binary.
   mv "$tmp/openfga" "$OPENFGA_BIN"
+  rmdir "$tmp"
+}
+
+install_kustomize() {
+  [[ -x "$KUSTOMIZE_BIN" ]] && { log "kustomize $KUSTOMIZE_VERSION: cached"; return; }
+  need_go
+  log "kustomize $KUSTOMIZE_VERSION: building from the Go module proxy (cold: about 1 min)"
+  local tmp; tmp="$(mktemp -d "$BIN/.kustomize.XXXXXX")"
+  run_with_progress kustomize env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
+    go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+  mv "$tmp/kustomize" "$KUSTOMIZE_BIN"
   rmdir "$tmp"
 }
 
@@ -136,12 +150,14 @@ main() {
   install_openfga
   install_kube_apiserver
   install_requestinfo_oracle
+  install_kustomize
 
   cat >"$CACHE/env" <<EOF
 export PORTCULLIS_OPENFGA_BIN="$OPENFGA_BIN"
 export PORTCULLIS_KUBE_APISERVER_BIN="$KUBE_APISERVER_BIN"
 export PORTCULLIS_ETCD_BIN="$ETCD_BIN"
 export PORTCULLIS_REQUESTINFO_ORACLE_BIN="$REQUESTINFO_ORACLE_BIN"
+export PORTCULLIS_KUSTOMIZE_BIN="$KUSTOMIZE_BIN"
 EOF
   log "wrote $CACHE/env (the test harness reads it; or source it):"
   cat "$CACHE/env"

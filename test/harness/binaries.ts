@@ -11,6 +11,7 @@ const ENV_VARS = {
   kubeApiserver: "PORTCULLIS_KUBE_APISERVER_BIN",
   etcd: "PORTCULLIS_ETCD_BIN",
   requestInfoOracle: "PORTCULLIS_REQUESTINFO_ORACLE_BIN",
+  kustomize: "PORTCULLIS_KUSTOMIZE_BIN",
 } as const;
 
 export type BinaryName = keyof typeof ENV_VARS;

@@ -1,0 +1,174 @@
+/**
+ * The deploy kit as kustomize renders it (test/support/kustomize.ts): every kustomization under
+ * deploy/ renders; the portcullis base owns no Namespace and no CRD (deploy/k8s/shared does);
+ * Envoy's ConfigMap is envoy.yaml itself and its pods are the ones portcullis admits; the admin
+ * Service, ServiceMonitor, PrometheusRule and dashboard agree with each other and with
+ * docs/operations.md; the memory limit holds the RSS bench/RESULTS.md measured; installs use
+ * `npm ci`. (test/e2e/konfidence-and-manifests.test.ts applies the same output to a real API server.)
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { KUSTOMIZATIONS, kustomize, type Manifest, ROOT } from "../support/kustomize.ts";
+
+const read = (path: string) => readFileSync(resolve(ROOT, path), "utf8");
+const rendered = Object.fromEntries(KUSTOMIZATIONS.map((dir) => [dir, kustomize(dir)])) as Record<(typeof KUSTOMIZATIONS)[number], Manifest[]>;
+const find = (dir: keyof typeof rendered, kind: string, name?: string): Manifest =>
+  rendered[dir].find((m) => m["kind"] === kind && (name === undefined || m["metadata"].name === name))!;
+
+describe("every kustomization", () => {
+  it("is listed: KUSTOMIZATIONS holds every kustomization.yaml under deploy/", () => {
+    const found: string[] = [];
+    const walk = (dir: string) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        if (e.isDirectory()) walk(join(dir, e.name));
+        else if (e.name === "kustomization.yaml") found.push(relative(ROOT, dir));
+      }
+    };
+    walk(resolve(ROOT, "deploy"));
+    expect(found.sort()).toEqual([...KUSTOMIZATIONS].sort());
+  });
+
+  it.each(KUSTOMIZATIONS)("%s renders objects that all carry a name", (dir) => {
+    expect(rendered[dir].length).toBeGreaterThan(0);
+    for (const m of rendered[dir]) expect(m["metadata"]?.name, JSON.stringify(m).slice(0, 120)).toBeTruthy();
+  });
+});
+
+describe("ownership", () => {
+  it.each(["deploy/k8s", "deploy/envoy", "deploy/k8s/monitoring"] as const)("%s holds no Namespace and no CRD", (dir) => {
+    expect(rendered[dir].filter((m) => m["kind"] === "Namespace" || m["kind"] === "CustomResourceDefinition")).toEqual([]);
+  });
+
+  it("deploy/k8s/shared holds exactly the fundament-system Namespace and every CRD file in deploy/k8s/crds", () => {
+    const crdFiles = readdirSync(resolve(ROOT, "deploy/k8s/crds")).filter((f) => f !== "kustomization.yaml");
+    expect(rendered["deploy/k8s/shared"].map((m) => `${m["kind"]}/${m["metadata"].name}`).sort()).toEqual(
+      ["Namespace/fundament-system", ...crdFiles.map((f) => `CustomResourceDefinition/${f.replace(/\.yaml$/, "")}`)].sort(),
+    );
+  });
+
+  it("the namespaced objects of the other kustomizations go to that Namespace", () => {
+    for (const dir of ["deploy/k8s", "deploy/envoy", "deploy/k8s/monitoring"] as const) {
+      for (const m of rendered[dir].filter((o) => !String(o["kind"]).startsWith("Cluster"))) expect(m["metadata"].namespace, `${dir} ${m["kind"]}`).toBe("fundament-system");
+    }
+  });
+});
+
+describe("Envoy", () => {
+  const configMap = rendered["deploy/envoy"].find((m) => m["kind"] === "ConfigMap")!;
+  const deployment = find("deploy/envoy", "Deployment");
+  const pod = deployment["spec"].template;
+  const bootstrap = parse(read("deploy/envoy/envoy.yaml")) as Manifest;
+
+  it("runs the generated envoy.yaml byte for byte, from a ConfigMap whose name changes with it", () => {
+    expect(configMap["data"]["envoy.yaml"]).toBe(read("deploy/envoy/envoy.yaml"));
+    expect(configMap["metadata"].name).toMatch(/^fundament-envoy-config-[a-z0-9]{10}$/);
+    expect(pod.spec.volumes).toContainEqual({ name: "config", configMap: { name: configMap["metadata"].name } });
+    const container = pod.spec.containers[0];
+    expect(container.args.slice(0, 2)).toEqual(["--config-path", "/etc/envoy/envoy.yaml"]);
+    expect(container.volumeMounts).toContainEqual({ name: "config", mountPath: "/etc/envoy", readOnly: true });
+  });
+
+  it("exposes the listener envoy.yaml binds, and its pods are the ones portcullis's NetworkPolicy admits to the gRPC port", () => {
+    const listenerPort = bootstrap["static_resources"].listeners[0].address.socket_address.port_value;
+    expect(pod.spec.containers[0].ports).toEqual([{ name: "https", containerPort: listenerPort, protocol: "TCP" }]);
+    const service = find("deploy/envoy", "Service");
+    expect(service["spec"].selector).toEqual(deployment["spec"].selector.matchLabels);
+    const grpcFrom = find("deploy/k8s", "NetworkPolicy")["spec"].ingress.find((r: Manifest) => r["ports"].some((p: Manifest) => p["port"] === "grpc")).from[0];
+    expect(pod.metadata.labels).toMatchObject(grpcFrom.podSelector.matchLabels);
+  });
+
+  it("envoy.yaml sends ext_authz to the portcullis-grpc Service's port", () => {
+    const service = find("deploy/k8s", "Service", "portcullis-grpc");
+    const text = read("deploy/envoy/envoy.yaml");
+    expect(text).toContain(`address: portcullis-grpc.${service["metadata"].namespace}.svc.cluster.local`);
+    expect(text).toContain(`port_value: ${service["spec"].ports[0].port}`);
+  });
+
+  it("runs non-root, read-only, without capabilities", () => {
+    expect(pod.spec.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: "RuntimeDefault" } });
+    expect(pod.spec.containers[0].securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } });
+  });
+});
+
+describe("monitoring", () => {
+  const admin = find("deploy/k8s", "Service", "portcullis-admin");
+  const container = find("deploy/k8s", "Deployment", "portcullis")["spec"].template.spec.containers[0];
+  const monitor = find("deploy/k8s/monitoring", "ServiceMonitor");
+  const rule = find("deploy/k8s/monitoring", "PrometheusRule");
+  const operations = read("docs/operations.md");
+
+  it("the admin Service reaches the admin port, and the ServiceMonitor selects it (and only it) by labels and port name", () => {
+    expect(admin["spec"].ports).toEqual([{ name: "admin", port: 9090, targetPort: "admin", protocol: "TCP", appProtocol: "http" }]);
+    expect(container.ports.find((p: Manifest) => p["name"] === "admin")).toBeDefined();
+    const selected = rendered["deploy/k8s"].filter(
+      (m) => m["kind"] === "Service" && Object.entries(monitor["spec"].selector.matchLabels).every(([k, v]) => m["metadata"].labels?.[k] === v),
+    );
+    expect(selected.map((s) => s["metadata"].name)).toEqual(["portcullis-admin"]);
+    expect(monitor["spec"].endpoints).toMatchObject([{ port: "admin", path: "/metrics" }]);
+  });
+
+  it("the PrometheusRule holds exactly the alerts docs/operations.md lists", () => {
+    const alerts = rule["spec"].groups.flatMap((g: Manifest) => g["rules"].map((r: Manifest) => r["alert"]));
+    const documented = [...operations.matchAll(/^\| `(Portcullis[A-Za-z]+)` \|/gm)].map((m) => m[1]);
+    expect(alerts.sort()).toEqual(documented.sort());
+    expect(new Set(alerts).size).toBe(alerts.length);
+  });
+
+  const metricsIn = (expr: string) => [...expr.matchAll(/\b((?:portcullis|nodejs|process|kube)_[a-z0-9_]+)/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, ""));
+  const documentedMetric = (name: string) => operations.includes(`\`${name}\``) || operations.includes(`\`${name}{`);
+
+  it("every metric an alert or a dashboard panel reads is documented in docs/operations.md", () => {
+    const dashboard = JSON.parse(read("deploy/k8s/monitoring/dashboard.json")) as Manifest;
+    const exprs = [
+      ...rule["spec"].groups.flatMap((g: Manifest) => g["rules"].map((r: Manifest) => r["expr"] as string)),
+      ...dashboard["panels"].flatMap((p: Manifest) => p["targets"].map((t: Manifest) => t["expr"] as string)),
+    ];
+    const undocumented = exprs.flatMap(metricsIn).filter((name) => !documentedMetric(name));
+    expect([...new Set(undocumented)]).toEqual([]);
+  });
+
+  it("the dashboard is shipped as a ConfigMap Grafana's sidecar picks up", () => {
+    const dashboard = find("deploy/k8s/monitoring", "ConfigMap", "portcullis-dashboard");
+    expect(dashboard["metadata"].labels).toMatchObject({ grafana_dashboard: "1" });
+    expect(JSON.parse(dashboard["data"]["portcullis.json"])).toMatchObject({ uid: "portcullis", title: "portcullis" });
+  });
+});
+
+describe("memory", () => {
+  const resources = find("deploy/k8s", "Deployment", "portcullis")["spec"].template.spec.containers[0].resources;
+  const mib = (quantity: string) => {
+    const m = /^(\d+)(Mi|Gi)$/.exec(quantity);
+    if (m === null) throw new Error(`unexpected quantity ${quantity}`);
+    return Number(m[1]) * (m[2] === "Gi" ? 1024 : 1);
+  };
+  const measured = /\| RSS \(\/proc VmRSS\) \| ([\d.]+) MiB \| ([\d.]+) MiB \|/.exec(read("bench/RESULTS.md"));
+
+  it("the limit holds the RSS measured at the scale target with at least 25% headroom; the request is at least the idle RSS", () => {
+    expect(measured).not.toBeNull();
+    const [idle, full] = [Number(measured![1]), Number(measured![2])];
+    expect(mib(resources.limits.memory)).toBeGreaterThanOrEqual(full * 1.25);
+    expect(mib(resources.requests.memory)).toBeGreaterThanOrEqual(idle);
+    expect(mib(resources.requests.memory)).toBeLessThanOrEqual(mib(resources.limits.memory));
+  });
+
+  it("docs/deployment.md states the same limit and request", () => {
+    const doc = read("docs/deployment.md");
+    expect(doc).toContain(`limit, **${resources.limits.memory.replace("Gi", " GiB")}**`);
+    expect(doc).toContain(`request, **${resources.requests.memory.replace("Mi", " MiB")}**`);
+    expect(doc).toMatch(/cached\s+users per GiB/);
+    expect(doc).toMatch(/indexed installations per GiB/);
+  });
+});
+
+describe("installs from the committed lockfile", () => {
+  it.each([
+    [".ci/run", /^npm ci\b/m],
+    ["Dockerfile", /^RUN npm ci --omit=dev\b/m],
+  ])("%s runs npm ci, never npm install", (file, pattern) => {
+    const text = read(file);
+    expect(text).toMatch(pattern);
+    expect(text.split("\n").filter((l) => !l.trimStart().startsWith("#"))).not.toContainEqual(expect.stringMatching(/npm install/));
+  });
+});
