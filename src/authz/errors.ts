@@ -5,6 +5,7 @@
 
 import { type Deny, deny } from "./decision.ts";
 import { publishDependencyCall } from "../metrics/events.ts";
+import { inDependencySpan, type SpanAttributes } from "../tracing/spans.ts";
 
 /** A remote dependency (OpenFGA, an API server, an index, an OIDC provider) could not answer in time. */
 export class DependencyUnavailable extends Error {
@@ -18,9 +19,14 @@ export class DependencyUnavailable extends Error {
 
 /**
  * Runs one call to a dependency with a deadline: past `ms` the call is aborted and the result is
- * DependencyUnavailable; any other failure becomes DependencyUnavailable too.
+ * DependencyUnavailable; any other failure becomes DependencyUnavailable too. With tracing on, the
+ * call is a span named `dependency` carrying `attributes` (never a credential).
  */
-export async function withDeadline<T>(dependency: string, ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export function withDeadline<T>(dependency: string, ms: number, run: (signal: AbortSignal) => Promise<T>, attributes?: SpanAttributes): Promise<T> {
+  return inDependencySpan(dependency, attributes, () => callWithDeadline(dependency, ms, run));
+}
+
+async function callWithDeadline<T>(dependency: string, ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController();
   const started = performance.now();
   let ok = false;

@@ -38,7 +38,7 @@ const listenTls = z
     keyFile: z.string().min(1).describe("PEM private key of certFile"),
     clientCaFile: z.string().min(1).optional().describe("PEM CA bundle that signs client certificates (Envoy's, authn-api's); client certificates are requested when set"),
     requireClientCert: z.boolean().default(false).describe("mTLS: refuse a handshake without a client certificate signed by clientCaFile"),
-    reloadIntervalMs: z.number().int().min(100).default(60_000).describe("how often the three files are re-read; new handshakes use the new certificate"),
+    reloadIntervalMs: periodMs(100).default(60_000).describe("how often the three files are re-read; new handshakes use the new certificate"),
   })
   .strict()
   .refine((t) => !t.requireClientCert || t.clientCaFile !== undefined, { message: "requireClientCert needs clientCaFile", path: ["requireClientCert"] });
@@ -186,6 +186,26 @@ export const configSchema = z
       .describe(
         "the sub-TTL deny-list (FUN-17 §10): Revocation objects (portcullis.fundament.io/v1alpha1) watched on one cluster; PluginToken requests answer 503 while the watch is not synced. No deny-list when absent",
       ),
+    tracing: z
+      .object({
+        enabled: z.boolean().default(false).describe("OpenTelemetry spans: one per Check, continuing Envoy's W3C traceparent, and one per dependency call under it"),
+        sampleRatio: z
+          .number()
+          .min(0)
+          .max(1)
+          .default(1)
+          .describe("share of Checks traced when Envoy sent no sampling decision; a traceparent's sampled flag is always followed"),
+        serviceName: z.string().min(1).default("portcullis").describe("the service.name resource attribute"),
+        otlp: z
+          .object({
+            endpoint: httpUrl.default("http://127.0.0.1:4318/v1/traces").describe("OTLP/HTTP (protobuf) traces endpoint of a collector"),
+            timeoutMs: deadlineMs().default(10_000).describe("deadline of one export"),
+          })
+          .strict()
+          .default({ endpoint: "http://127.0.0.1:4318/v1/traces", timeoutMs: 10_000 }),
+      })
+      .strict()
+      .default({ enabled: false, sampleRatio: 1, serviceName: "portcullis", otlp: { endpoint: "http://127.0.0.1:4318/v1/traces", timeoutMs: 10_000 } }),
     envoy: envoySchema.optional().describe("what only Envoy needs; read by `portcullis envoy-config`, ignored by the server"),
     konfidence: konfidenceSchema.optional().describe("the konfidence-api policy (ADR-0028); not registered when absent"),
     platform: platformSchema

@@ -64,13 +64,17 @@ export class OpenFgaCanView implements ClusterViewCheck {
       max: options.maxEntries,
       ttl: options.allowTtlMs,
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
-        const answer = await withDeadline("openfga", options.timeoutMs, () =>
-          client
-            .check({ user: `user:${context.userId}`, relation: "can_view", object: `cluster:${context.clusterId}` }, { storeId: context.storeId })
-            .catch((err: unknown) => {
-              if (isStoreGone(err)) this.#store.forget(context.storeId);
-              throw err;
-            }),
+        const answer = await withDeadline(
+          "openfga",
+          options.timeoutMs,
+          () =>
+            client
+              .check({ user: `user:${context.userId}`, relation: "can_view", object: `cluster:${context.clusterId}` }, { storeId: context.storeId })
+              .catch((err: unknown) => {
+                if (isStoreGone(err)) this.#store.forget(context.storeId);
+                throw err;
+              }),
+          { "openfga.store_id": context.storeId, "openfga.relation": "can_view", "openfga.object": `cluster:${context.clusterId}` },
         );
         if (typeof answer.allowed !== "boolean") throw new DependencyUnavailable("openfga", "Check answered without a decision");
         entry.ttl = answer.allowed ? options.allowTtlMs : options.denyTtlMs;

@@ -8,6 +8,7 @@ import { rootCertificates } from "node:tls";
 import type { FetchImplementation } from "jose";
 import { Agent, request } from "undici";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import type { SpanAttributes } from "../tracing/spans.ts";
 
 export const OIDC_PROVIDER = "oidc-provider";
 
@@ -59,7 +60,7 @@ export class ProviderHttp {
         chunks.push(chunk as Buffer);
       }
       return { status: response.statusCode, body: Buffer.concat(chunks) };
-    });
+    }, fetchSpanAttributes(url));
   }
 
   /** The status and the parsed JSON body; a body that is not JSON is the provider's failure. */
@@ -81,4 +82,10 @@ export class ProviderHttp {
   close(): Promise<void> {
     return this.#agent.close();
   }
+}
+
+/** A trace names the document fetched, without its query string. */
+function fetchSpanAttributes(url: string): SpanAttributes {
+  const parsed = URL.parse(url);
+  return { "http.request.method": "GET", "url.full": parsed === null ? "(not a URL)" : `${parsed.origin}${parsed.pathname}` };
 }

@@ -68,6 +68,7 @@ export class TokenRequests implements ServiceAccountTokens {
               },
               target.cluster.callOptions(signal),
             ),
+            { "portcullis.cluster_id": context.clusterId, "kube.namespace": context.namespace, "kube.serviceaccount": context.name },
           );
         } catch (err) {
           if (httpStatusOf(err) === 404) {

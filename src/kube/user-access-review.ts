@@ -12,6 +12,7 @@ import { ApiServerReadiness } from "./api-server-readiness.ts";
 import type { Clusters } from "./clusters.ts";
 import { serviceAccountSubject, userServiceAccount } from "./service-accounts.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import type { SpanAttributes } from "../tracing/spans.ts";
 import type { AccessAttributes, UserAccessReview } from "../authz/ports.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
 
@@ -42,8 +43,11 @@ export class SubjectAccessReviews implements UserAccessReview {
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
         const target = apis.get(context.clusterId);
         if (target === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "cluster not configured");
-        const review = await withDeadline(SAR_DEPENDENCY, options.timeoutMs, (signal) =>
-          target.api.createSubjectAccessReview({ body: context.body }, target.cluster.callOptions(signal)),
+        const review = await withDeadline(
+          SAR_DEPENDENCY,
+          options.timeoutMs,
+          (signal) => target.api.createSubjectAccessReview({ body: context.body }, target.cluster.callOptions(signal)),
+          reviewSpanAttributes(context.clusterId, context.body),
         );
         const verdict = verdictOf(review.status);
         // Thrown, so never cached: the review did not reach a decision that can be trusted.
@@ -93,6 +97,23 @@ export function reviewKey(clusterId: string, review: V1SubjectAccessReview): str
 }
 
 /** The SubjectAccessReview the API server would evaluate for the user's ServiceAccount making this request. */
+/** What a trace shows of a review: the cluster and the request it asks about (the user is in the Check's own trace). */
+function reviewSpanAttributes(clusterId: string, body: V1SubjectAccessReview): SpanAttributes {
+  const resource = body.spec.resourceAttributes;
+  const nonResource = body.spec.nonResourceAttributes;
+  return {
+    "portcullis.cluster_id": clusterId,
+    "kube.sar.verb": resource?.verb ?? nonResource?.verb ?? "",
+    ...(resource === undefined
+      ? { "kube.sar.path": nonResource?.path ?? "" }
+      : {
+          "kube.sar.resource": [resource.resource, resource.subresource].filter((p) => p !== undefined && p !== "").join("/"),
+          "kube.sar.group": resource.group ?? "",
+          "kube.sar.namespace": resource.namespace ?? "",
+        }),
+  };
+}
+
 export function reviewFor(userId: string, attributes: AccessAttributes): V1SubjectAccessReview {
   const subject = serviceAccountSubject(userServiceAccount(userId));
   const spec: V1SubjectAccessReview["spec"] =

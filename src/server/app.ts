@@ -47,6 +47,8 @@ import { type DependencyState, processReadiness } from "./readiness.ts";
 import { answerPrimary, isWorker } from "./workers.ts";
 import { installationServiceConstructor, installationServiceHandlers } from "./installation-service.ts";
 import { listenerCredentials } from "./tls.ts";
+import { startTracing } from "../tracing/setup.ts";
+import { tracedChecks } from "../tracing/spans.ts";
 
 /** Everything the policies read from the outside world. */
 export interface Ports {
@@ -218,12 +220,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       "UNPINNED PLUGIN INSTALLATIONS ARE ACCEPTED: a local-development escape hatch (FUN-19 §4) that must never be set in production",
     );
   }
-  const check = createChecker({
-    policies: policiesFor(config, ports, options.audit),
-    timeoutMs: config.check.timeoutMs,
-    retryAfterSeconds: config.check.retryAfterSeconds,
-    logger,
-  });
+  const tracing = startTracing(config.tracing);
+  const check = tracedChecks(
+    createChecker({
+      policies: policiesFor(config, ports, options.audit),
+      timeoutMs: config.check.timeoutMs,
+      retryAfterSeconds: config.check.retryAfterSeconds,
+      logger,
+    }),
+  );
   const health = new Health(() => ports.ready());
   const metrics = createMetrics(ports.indexSizes);
 
@@ -282,6 +287,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       await Promise.all([shutdownGrpc(grpcServer, graceMs), shutdownGrpc(internalServer, graceMs), closeHttp(admin)]);
       tls.stop();
       await ports.stop();
+      await tracing.shutdown();
       await options.flushLogs();
     },
   };

@@ -1,0 +1,74 @@
+/**
+ * OpenTelemetry tracing, when `tracing.enabled`: W3C trace context, a parent-based ratio sampler
+ * (Envoy's sampled flag is followed; `sampleRatio` decides for Checks that arrive without one), and
+ * spans batched to an OTLP/HTTP collector. The decision's policy and outcome and each cache lookup
+ * reach the Check span through the same diagnostics channels the metrics read, so the gates and
+ * adapters know nothing of tracing.
+ */
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
+import { context, propagation, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+import {
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  type SpanProcessor,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+} from "@opentelemetry/sdk-trace";
+import type { Config } from "../config/schema.ts";
+import { type CacheLookup, cacheLookups, type CheckDecision, checkDecisions } from "../metrics/events.ts";
+import { BUILD } from "../metrics/prometheus.ts";
+import { annotateCurrentSpan, ATTRIBUTES, useTracer } from "./spans.ts";
+
+export interface Tracing {
+  /** Ends the channels' subscriptions and flushes the spans not yet exported (bounded by the exporter's timeout). */
+  shutdown(): Promise<void>;
+}
+
+const OFF: Tracing = { shutdown: async () => {} };
+
+/** `processor` replaces the OTLP exporter (tests give an in-memory one). */
+export function startTracing(config: Config["tracing"], options: { processor?: SpanProcessor } = {}): Tracing {
+  if (!config.enabled) return OFF;
+  const processor =
+    options.processor ?? new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: config.otlp.endpoint, timeoutMillis: config.otlp.timeoutMs }) });
+  const provider = new TracerProvider({
+    resource: resourceFromAttributes({ "service.name": config.serviceName, "service.version": BUILD.version }),
+    sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.sampleRatio) }),
+    spanProcessors: [processor],
+  });
+  const contextManager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(contextManager);
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  trace.setGlobalTracerProvider(provider);
+  useTracer(provider.getTracer("portcullis", BUILD.version));
+
+  const onDecision = (message: unknown) => {
+    const { policy, outcome } = message as CheckDecision;
+    annotateCurrentSpan(ATTRIBUTES.policy, policy);
+    annotateCurrentSpan(ATTRIBUTES.outcome, outcome);
+  };
+  const onCacheLookup = (message: unknown) => {
+    const { cache, outcome } = message as CacheLookup;
+    annotateCurrentSpan(`${ATTRIBUTES.cachePrefix}${cache}`, outcome);
+  };
+  subscribe(checkDecisions.name, onDecision);
+  subscribe(cacheLookups.name, onCacheLookup);
+
+  return {
+    async shutdown() {
+      unsubscribe(checkDecisions.name, onDecision);
+      unsubscribe(cacheLookups.name, onCacheLookup);
+      useTracer(undefined);
+      await provider.shutdown();
+      // The API's globals may be set once per process; disabling lets a later start (tests) set them again.
+      contextManager.disable();
+      context.disable();
+      propagation.disable();
+      trace.disable();
+    },
+  };
+}
