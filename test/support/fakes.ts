@@ -7,7 +7,6 @@ import type { PluginTokenReplayAudit } from "../../src/audit/plugin-token-replay
 import { DependencyUnavailable } from "../../src/authz/errors.ts";
 import type { AccessAttributes, Installation } from "../../src/authz/ports.ts";
 import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/authz/revocations.ts";
-import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/authz/revocations.ts";
 import type { Ports } from "../../src/server/app.ts";
 import { ids, PINNED_HASH } from "./tokens.ts";
 
@@ -73,17 +72,6 @@ export class FakeWorld implements Ports {
       this.calls.push(`installation ${clusterId} ${uid}`);
       if (!this.indexSynced) throw new DependencyUnavailable("plugin-installation-index", "not synced (fake)");
       return this.clusterIds.has(clusterId) ? this.installationsByUid.get(uid) : undefined;
-    },
-  };
-  /** The deny-list's entries; while `revocationsSynced` is false every lookup throws (503). */
-  revocationEntries: Revocation[] = [];
-  revocationsSynced = true;
-  revocations = {
-    revoked: (subject: RevocationSubject) => {
-      if (!this.revocationsSynced) throw new DependencyUnavailable("revocation-list", "not synced (fake)");
-      const set = new RevocationSet();
-      for (const entry of this.revocationEntries) set.put(entry);
-      return set.match(subject);
     },
   };
   /** The deny-list's entries; while `revocationsSynced` is false every lookup throws (503). */
