@@ -198,7 +198,7 @@ export const configSchema = z
         serviceName: z.string().min(1).default("portcullis").describe("the service.name resource attribute"),
         otlp: z
           .object({
-            endpoint: httpUrl.default("http://127.0.0.1:4318/v1/traces").describe("OTLP/HTTP (protobuf) traces endpoint of a collector"),
+            endpoint: httpUrl.default("http://127.0.0.1:4318/v1/traces").describe("OTLP/HTTP (JSON) traces endpoint of a collector"),
             timeoutMs: deadlineMs().default(10_000).describe("deadline of one export"),
           })
           .strict()

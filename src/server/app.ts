@@ -220,7 +220,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       "UNPINNED PLUGIN INSTALLATIONS ARE ACCEPTED: a local-development escape hatch (FUN-19 §4) that must never be set in production",
     );
   }
-  const tracing = startTracing(config.tracing);
+  const tracing = startTracing(config.tracing, logger);
   const check = tracedChecks(
     createChecker({
       policies: policiesFor(config, ports, options.audit),

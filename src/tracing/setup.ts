@@ -1,12 +1,12 @@
 /**
  * OpenTelemetry tracing, when `tracing.enabled`: W3C trace context, a parent-based ratio sampler
  * (Envoy's sampled flag is followed; `sampleRatio` decides for Checks that arrive without one), and
- * spans batched to an OTLP/HTTP collector. The decision's policy and outcome and each cache lookup
+ * spans batched to an OTLP/HTTP (JSON) collector. The decision's policy and outcome and each cache lookup
  * reach the Check span through the same diagnostics channels the metrics read, so the gates and
  * adapters know nothing of tracing.
  */
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
-import { context, propagation, trace } from "@opentelemetry/api";
+import { context, diag, DiagLogLevel, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
@@ -18,6 +18,8 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
+import type { Logger } from "pino";
+import { errorSummary } from "../authz/errors.ts";
 import type { Config } from "../config/schema.ts";
 import { type CacheLookup, cacheLookups, type CheckDecision, checkDecisions } from "../metrics/events.ts";
 import { BUILD } from "../metrics/prometheus.ts";
@@ -31,8 +33,19 @@ export interface Tracing {
 const OFF: Tracing = { shutdown: async () => {} };
 
 /** `processor` replaces the OTLP exporter (tests give an in-memory one). */
-export function startTracing(config: Config["tracing"], options: { processor?: SpanProcessor } = {}): Tracing {
+export function startTracing(config: Config["tracing"], logger: Logger, options: { processor?: SpanProcessor } = {}): Tracing {
   if (!config.enabled) return OFF;
+  // The SDK reports a failed export through its diagnostic logger, silent unless given one.
+  diag.setLogger(
+    {
+      error: (message) => logger.warn({ dependency: "otlp" }, `tracing: ${message}`),
+      warn: (message) => logger.warn({ dependency: "otlp" }, `tracing: ${message}`),
+      info: () => {},
+      debug: () => {},
+      verbose: () => {},
+    },
+    { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
+  );
   const processor =
     options.processor ?? new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: config.otlp.endpoint, timeoutMillis: config.otlp.timeoutMs }) });
   const provider = new TracerProvider({
@@ -63,12 +76,14 @@ export function startTracing(config: Config["tracing"], options: { processor?: S
       unsubscribe(checkDecisions.name, onDecision);
       unsubscribe(cacheLookups.name, onCacheLookup);
       useTracer(undefined);
-      await provider.shutdown();
+      // The last export failing (a collector gone) must not fail the process's shutdown.
+      await provider.shutdown().catch((err: unknown) => logger.warn({ dependency: "otlp", error: errorSummary(err) }, "tracing: spans not exported at shutdown"));
       // The API's globals may be set once per process; disabling lets a later start (tests) set them again.
       contextManager.disable();
       context.disable();
       propagation.disable();
       trace.disable();
+      diag.disable();
     },
   };
 }

@@ -6,6 +6,7 @@
  */
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace";
+import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { configSchema } from "../../src/config/schema.ts";
 import { startTracing, type Tracing } from "../../src/tracing/setup.ts";
@@ -27,7 +28,7 @@ let w: Wired;
 
 beforeAll(async () => {
   exporter = new InMemorySpanExporter();
-  tracing = startTracing(TRACING, { processor: new SimpleSpanProcessor({ exporter }) });
+  tracing = startTracing(TRACING, pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
   w = await startWired();
 });
 afterAll(async () => {
@@ -144,7 +145,7 @@ describe("tracing off (the default)", () => {
       expect(await check({ traceparent: traceparent("01") })).toMatchObject({ allowed: true });
       expect(spans()).toEqual([]);
     } finally {
-      tracing = startTracing(TRACING, { processor: new SimpleSpanProcessor({ exporter }) });
+      tracing = startTracing(TRACING, pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
     }
   });
 });

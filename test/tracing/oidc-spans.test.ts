@@ -4,6 +4,7 @@
  */
 import { SpanKind, trace } from "@opentelemetry/api";
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace";
+import pino from "pino";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { configSchema } from "../../src/config/schema.ts";
 import { OidcProviders } from "../../src/konfidence/oidc.ts";
@@ -19,7 +20,7 @@ let http: ProviderHttp;
 
 beforeAll(async () => {
   exporter = new InMemorySpanExporter();
-  tracing = startTracing(configSchema.shape.tracing.parse({ enabled: true }), { processor: new SimpleSpanProcessor({ exporter }) });
+  tracing = startTracing(configSchema.shape.tracing.parse({ enabled: true }), pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
   provider = await startLocalProvider();
 });
 afterAll(async () => {
