@@ -19,6 +19,9 @@ export interface FaultFigures {
   readonly maxStallMs: number;
   /** The control's (an idle Node process's) longest heartbeat in the same window: the machine's share of any stall. */
   readonly machineStallMs: number;
+  /** portcullis's event-loop thread during the fault: time on a CPU, and time runnable but waiting for one. */
+  readonly loopCpuMs: number;
+  readonly loopRunQueueMs: number;
   readonly rssBeforeMb: number;
   readonly rssAfterMb: number;
 }
@@ -51,7 +54,15 @@ export function recoveryAfter(answers: readonly Answer[], healAt: number, settle
 export function figures(
   fault: string,
   answers: readonly Answer[],
-  extra: { recoveryMs: number | undefined; maxStallMs: number; machineStallMs: number; rssBeforeMb: number; rssAfterMb: number },
+  extra: {
+    recoveryMs: number | undefined;
+    maxStallMs: number;
+    machineStallMs: number;
+    loopCpuMs: number;
+    loopRunQueueMs: number;
+    rssBeforeMb: number;
+    rssAfterMb: number;
+  },
 ): FaultFigures {
   const byKind: Record<string, number> = {};
   const unavailableBy: Record<string, number> = {};
@@ -83,5 +94,5 @@ export function formatFigures(f: FaultFigures): string {
   const unavailable = Object.entries(f.unavailableBy)
     .map(([m, n]) => `${m} ${n}`)
     .join(", ");
-  return `${f.fault}: ${f.answers} answers (${kinds}${unavailable === "" ? "" : `; 503: ${unavailable}`}); wrong allows ${f.forbiddenAllows}, wrong denials ${f.wrongDenials}; p99 ${f.p99Ms.toFixed(0)} ms, max ${f.maxMs.toFixed(0)} ms; recovery ${recovery}; max stall ${f.maxStallMs.toFixed(0)} ms (idle control ${f.machineStallMs.toFixed(0)} ms); RSS ${f.rssBeforeMb.toFixed(0)} → ${f.rssAfterMb.toFixed(0)} MB`;
+  return `${f.fault}: ${f.answers} answers (${kinds}${unavailable === "" ? "" : `; 503: ${unavailable}`}); wrong allows ${f.forbiddenAllows}, wrong denials ${f.wrongDenials}; p99 ${f.p99Ms.toFixed(0)} ms, max ${f.maxMs.toFixed(0)} ms; recovery ${recovery}; max stall ${f.maxStallMs.toFixed(0)} ms (idle control ${f.machineStallMs.toFixed(0)} ms; loop thread on CPU ${f.loopCpuMs.toFixed(0)} ms, waiting for one ${f.loopRunQueueMs.toFixed(0)} ms); RSS ${f.rssBeforeMb.toFixed(0)} → ${f.rssAfterMb.toFixed(0)} MB`;
 }

@@ -187,6 +187,20 @@ export class PortcullisProcess {
     }
   }
 
+  /**
+   * The main (event-loop) thread's time on a CPU and waiting for one, in ms, from /proc/<pid>/schedstat:
+   * a stall spent waiting in the run queue is the machine's; one spent on a CPU is portcullis's own.
+   */
+  loopThreadTimes(): { cpuMs: number; runQueueMs: number } {
+    const pid = this.pid;
+    try {
+      const [cpu, wait] = readFileSync(`/proc/${pid}/schedstat`, "utf8").trim().split(/\s+/).map(Number);
+      return { cpuMs: (cpu ?? Number.NaN) / 1e6, runQueueMs: (wait ?? Number.NaN) / 1e6 };
+    } catch {
+      return { cpuMs: Number.NaN, runQueueMs: Number.NaN };
+    }
+  }
+
   /** Resolves when GET /readyz answers 200 (every index synced). */
   async untilReady(timeoutMs: number): Promise<void> {
     const deadline = performance.now() + timeoutMs;
