@@ -10,7 +10,7 @@
 import { FgaApiNotFoundError, FgaApiValidationError, type OpenFgaClient } from "@openfga/sdk";
 import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
-import { DependencyUnavailable, errorSummary, withDeadline } from "../authz/errors.ts";
+import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 
 export type StoreRef = { readonly id: string } | { readonly name: string };
 
@@ -69,7 +69,7 @@ export class OpenFgaStore {
           options.logger?.info({ store_name: name, store_id: id }, "OpenFGA store resolved by name");
           return id;
         } catch (err) {
-          options.logger?.warn({ store_name: name, err: errorSummary(err) }, "OpenFGA store lookup by name failed; checks answer 503 until it succeeds");
+          options.logger?.warn({ store_name: name, err }, "OpenFGA store lookup by name failed; checks answer 503 until it succeeds");
           throw err;
         }
       },

@@ -22,7 +22,6 @@
 import { CustomObjectsApi, type KubernetesObject, ListWatch, Watch } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
-import { errorSummary } from "../authz/errors.ts";
 
 /** The longest a list may take before it counts as failed and is retried with backoff. */
 const LIST_TIMEOUT_MS = 10_000;
@@ -230,7 +229,7 @@ export class WatchedIndex<T extends KubernetesObject> {
     const delay = retryNow ? 0 : this.#backoffMs;
     if (!retryNow) this.#backoffMs = Math.min(this.#backoffMs * 2, this.#options.maxBackoffMs);
     this.#options.logger[retryNow ? "info" : "warn"](
-      { cluster_id: this.#cluster.id, err: errorSummary(err), retry_in_ms: delay },
+      { cluster_id: this.#cluster.id, err, retry_in_ms: delay },
       retryNow ? `${this.#names.index} watch silent; listing again` : `${this.#names.index} watch failed; restarting`,
     );
     clearTimeout(this.#restartTimer);

@@ -4,14 +4,15 @@
  */
 import pino, { type DestinationStream, type Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
-import { errorSummary, sanitizedMessage } from "../authz/errors.ts";
+import { errorCause, errorSummary, sanitizedMessage } from "../authz/errors.ts";
 
 /** Defence in depth: we never log credentials, and these paths are censored if anything tries. */
 const REDACT = ["authorization", "cookie", "token", "*.authorization", "*.cookie", "*.token", "headers.*"];
 
 /**
- * Errors are logged by type, code and stack only: a client library's error may carry the request
- * it failed on (headers, body) in its message or its cause. Anything else thrown or passed as `err`
+ * An Error is logged as its sanitized cause (errorCause: HTTP status, error code, Kubernetes reason,
+ * the dependency's own message, the cause's cause) and stack; never the request it failed on, whose
+ * headers and body a client library's message may carry. Anything else thrown or passed as `err`
  * (a string summary, a plain object) keeps its message, sanitized (errorSummary).
  */
 function safeError(err: unknown): Record<string, unknown> {
@@ -24,8 +25,8 @@ function safeError(err: unknown): Record<string, unknown> {
       ...safeField("status", status ?? statusCode),
     };
   }
-  const code = (err as { code?: unknown }).code;
-  return { type: err.name, message: errorSummary(err), ...(code === undefined ? {} : { code }), stack: err.stack?.split("\n").slice(1).join("\n") };
+  const { type, message: _message, ...cause } = errorCause(err);
+  return { type, message: errorSummary(err), ...cause, stack: err.stack?.split("\n").slice(1).join("\n") };
 }
 
 function safeField(name: string, value: unknown): Record<string, string | number> {

@@ -1,6 +1,7 @@
 /**
  * The logger's error serializer: what reaches a log line for each kind of `err`. A string summary or
- * a plain object keeps its (sanitized) message, code and status; a foreign Error never its message;
+ * a plain object keeps its (sanitized) message, code and status; a foreign Error of unknown kind never
+ * its message (test/server/error-causes.test.ts: the dependency errors whose message is kept);
  * no token or secret in any case.
  */
 import { Writable } from "node:stream";
@@ -41,7 +42,7 @@ describe("the err serializer", () => {
     { name: "an object whose code is a token", err: { code: JWT }, expected: { type: "object", message: "[redacted]", code: "[redacted]" } },
     { name: "a multi-line string", err: "line one\nline two\r\n", expected: { type: "string", message: "line one line two" } },
     { name: "a foreign Error: type and code, never its message", err: Object.assign(new Error(`request failed with Authorization: Bearer ${JWT}`), { code: "ECONNRESET" }), expected: { type: "Error", message: "Error ECONNRESET", code: "ECONNRESET" } },
-    { name: "undici's fetch failed: its cause's code", err: new TypeError("fetch failed", { cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }) }), expected: { type: "TypeError", message: "TypeError (cause ECONNREFUSED)" } },
+    { name: "undici's fetch failed: its cause's code", err: new TypeError("fetch failed", { cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }) }), expected: { type: "TypeError", message: "TypeError (cause Error ECONNREFUSED)", cause: { type: "Error", code: "ECONNREFUSED" } } },
   ])("$name", async ({ err, expected }) => {
     const serialized = await logged(err);
     if (expected === undefined) expect(serialized).toBeUndefined();
