@@ -9,10 +9,10 @@
  * stream and when nothing arrives for its request timeout, so an API server that accepts
  * connections and never answers would keep the index "synced" forever. Here:
  *  - the watch asks for bookmarks (an API server sends one about every minute on a quiet watch,
- *    once its watch cache has seen an event or an etcd progress notification since it started),
- *    and silence is a failure: no event and no bookmark (nor a successful list) for `inactivityMs`
- *    marks the index unsynced at once and lists again at once; it is synced again when that list
- *    and the new watch succeed (a few milliseconds on a healthy server);
+ *    once its watch cache has seen an event or an etcd progress notification since it started);
+ *    a watch that heard nothing for two thirds of `inactivityMs` is ended and listed again in
+ *    place, and no event, bookmark or successful list for the whole `inactivityMs` marks the
+ *    index unsynced and restarts it through the same backoff → fresh list as an error;
  *  - a stream the server ends (its watch timeout, a 410) is followed by a list, never by a bare
  *    reconnect: ListWatch lists again in place, so the index stays synced while the view it serves
  *    was current until the end, and the silence bound still runs from the last sign of life.
@@ -20,6 +20,7 @@
  * outage answers 503 for that cluster only, rather than taking every replica out of service.
  */
 import { CustomObjectsApi, type KubernetesObject, ListWatch, Watch } from "@kubernetes/client-node";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
 
@@ -29,7 +30,8 @@ const LIST_TIMEOUT_MS = 10_000;
 /**
  * How long a watch may stay silent (no event, no bookmark) before the index counts as unsynced.
  * kube-apiserver's watch cache sends a bookmark to each watcher that asked for them about once a
- * minute (and 2 s before a watch's own timeout), so 90 s is well above a healthy quiet watch.
+ * minute (and 2 s before a watch's own timeout; defaultBookmarkFrequency in the cacher), so 90 s is
+ * well above a healthy quiet watch that hears them.
  */
 export const DEFAULT_WATCH_INACTIVITY_MS = 90_000;
 
@@ -101,6 +103,9 @@ export class WatchedIndex<T extends KubernetesObject> {
   #backoffMs: number;
   #restartTimer: NodeJS.Timeout | undefined;
   #silenceTimer: NodeJS.Timeout | undefined;
+  #probeTimer: NodeJS.Timeout | undefined;
+  /** Ends the live watch so that ListWatch lists again in place; unset while no watch is live. */
+  #listAgain: (() => void) | undefined;
   /**
    * Which list+watch is current. Every failure moves it on, so callbacks of a watch already given
    * up on (its abort ends it once more) are ignored instead of restarting the index again.
@@ -141,6 +146,12 @@ export class WatchedIndex<T extends KubernetesObject> {
         return list;
       },
       false,
+      undefined,
+      undefined,
+      // ListWatch waits before a reconnect that follows another with no event in between (1 s
+      // doubling to 30 s), so that a server ending every watch at once is not hammered. Capped at a
+      // sixth of the bound, a watch is live again well before the next list in place is due.
+      { delayFn: (ms) => sleep(Math.min(ms, Math.floor(this.#options.inactivityMs / 6))) },
     );
     // A list+watch given up on may still deliver a list it had in flight: never into a newer view.
     const current = () => generation === this.#generation;
@@ -168,11 +179,11 @@ export class WatchedIndex<T extends KubernetesObject> {
 
   /**
    * A Watch that asks for bookmarks and counts every event as a sign of life. A stream the server
-   * ended (no error, or a 410) is handed back to ListWatch as LIST_AGAIN, so it lists before it
-   * watches again; every other end — an error, client-node's own timeout (silence) — goes to
-   * #failed. Failures to connect go to #failed too: ListWatch reconnects from a callback that
-   * nobody awaits, so a rejection there would be unhandled, freezing the index while it still
-   * called itself synced.
+   * ended (no error, or a 410), or that #listAgain ended, is handed back to ListWatch as
+   * LIST_AGAIN, so it lists before it watches again; every other end — an error, client-node's own
+   * timeout (silence) — goes to #failed. Failures to connect go to #failed too: ListWatch
+   * reconnects from a callback that nobody awaits, so a rejection there would be unhandled,
+   * freezing the index while it still called itself synced.
    */
   #guardedWatch(generation: number): Watch {
     const watch = new Watch(this.#cluster.kubeConfig);
@@ -181,8 +192,9 @@ export class WatchedIndex<T extends KubernetesObject> {
     Object.assign(watch, { requestTimeoutMs: this.#options.inactivityMs });
     const connect = watch.watch.bind(watch);
     watch.watch = async (path, queryParams, callback, done) => {
+      let endedForList = false;
       try {
-        return await connect(
+        const request = await connect(
           path,
           { ...queryParams, allowWatchBookmarks: true },
           (phase, obj, event) => {
@@ -190,10 +202,18 @@ export class WatchedIndex<T extends KubernetesObject> {
             callback(phase, obj, event);
           },
           (err) => {
-            if (err === null || err === undefined || isGone(err)) done(LIST_AGAIN);
+            if (generation === this.#generation) this.#listAgain = undefined;
+            if (endedForList || err === null || err === undefined || isGone(err)) done(LIST_AGAIN);
             else this.#failed(generation, err);
           },
         );
+        if (generation === this.#generation && !request.signal.aborted) {
+          this.#listAgain = () => {
+            endedForList = true;
+            request.abort();
+          };
+        }
+        return request;
       } catch (err) {
         this.#failed(generation, err);
         return new AbortController();
@@ -202,35 +222,40 @@ export class WatchedIndex<T extends KubernetesObject> {
     return watch;
   }
 
-  /** A sign of life from the current watch: the silence bound starts again. */
+  /**
+   * A sign of life (an event, a bookmark, a list): the silence bound starts again. An API server
+   * sends bookmarks only once its watch cache has seen an event or an etcd progress notification
+   * since it started, so a quiet watch may be healthy yet silent: at two thirds of the bound the
+   * live watch is ended and ListWatch lists again in place (the index stays synced, and the list is
+   * the sign of life). Past the whole bound without one, the index is unsynced.
+   */
   #heardFrom(generation: number): void {
     if (generation !== this.#generation || this.#stopped) return;
+    clearTimeout(this.#probeTimer);
     clearTimeout(this.#silenceTimer);
-    // Silence is unsynced at once, but listed again at once rather than after the backoff: an API
-    // server sends bookmarks only once its watch cache has seen an event or an etcd progress
-    // notification since it started, so a quiet watch may be healthy, and a list is all it takes.
-    this.#silenceTimer = setTimeout(
-      () => this.#failed(generation, new WatchSilent(`no watch event or bookmark within ${this.#options.inactivityMs} ms`), { retryNow: true }),
-      this.#options.inactivityMs,
-    );
+    const bound = this.#options.inactivityMs;
+    this.#probeTimer = setTimeout(() => this.#listAgain?.(), Math.floor((bound * 2) / 3));
+    this.#silenceTimer = setTimeout(() => this.#failed(generation, new WatchSilent(`no watch event, bookmark or list within ${bound} ms`)), bound);
   }
 
   /**
    * The list+watch of `generation` failed or went silent: unsynced at once, then a fresh list after
-   * the backoff (at once after silence). Later news from it is ignored.
+   * the backoff. Later news from it is ignored.
    */
-  #failed(generation: number, err: unknown, { retryNow = false } = {}): void {
+  #failed(generation: number, err: unknown): void {
     if (generation !== this.#generation) return;
     this.#generation++;
+    this.#listAgain = undefined;
+    clearTimeout(this.#probeTimer);
     clearTimeout(this.#silenceTimer);
     void this.#listWatch?.stop();
     this.#synced = false;
     if (this.#stopped) return;
-    const delay = retryNow ? 0 : this.#backoffMs;
-    if (!retryNow) this.#backoffMs = Math.min(this.#backoffMs * 2, this.#options.maxBackoffMs);
-    this.#options.logger[retryNow ? "info" : "warn"](
+    const delay = this.#backoffMs;
+    this.#backoffMs = Math.min(this.#backoffMs * 2, this.#options.maxBackoffMs);
+    this.#options.logger.warn(
       { cluster_id: this.#cluster.id, err, retry_in_ms: delay },
-      retryNow ? `${this.#names.index} watch silent; listing again` : `${this.#names.index} watch failed; restarting`,
+      `${this.#names.index} watch failed; restarting`,
     );
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => {
@@ -244,7 +269,9 @@ export class WatchedIndex<T extends KubernetesObject> {
     this.#stopped = true;
     this.#synced = false;
     this.#generation++;
+    this.#listAgain = undefined;
     clearTimeout(this.#restartTimer);
+    clearTimeout(this.#probeTimer);
     clearTimeout(this.#silenceTimer);
     await this.#listWatch?.stop();
   }

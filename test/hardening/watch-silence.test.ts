@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
+import type { Config } from "../../src/config/schema.ts";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { connectPorts, type Ports } from "../../src/server/app.ts";
 import { Clusters } from "../../src/kube/clusters.ts";
@@ -20,7 +21,7 @@ import { FakeOpenFga } from "../support/wire-fakes/openfga.ts";
 import { until, wiredConfig } from "../support/wire-fakes/wired.ts";
 import { ids, PINNED_HASH, pluginToken } from "../support/tokens.ts";
 
-const INACTIVITY_MS = 400;
+const INACTIVITY_MS = 1_000;
 const BOOKMARK_MS = 100;
 const PODS = `/clusters/${ids.cluster}/api/v1/namespaces/team-a/pods`;
 
@@ -38,7 +39,14 @@ beforeAll(async () => {
   kube.put({ uid: ids.installation, name: "cert-manager", definitionHash: PINNED_HASH });
   kube.serviceAccounts.add("plugin-cert-manager/plugin-cert-manager");
   const kubeconfig = kube.writeKubeconfig(dir);
-  const config = wiredConfig(openfga, kubeconfig);
+  const wired = wiredConfig(openfga, kubeconfig);
+  // Generous deadlines: only the index may make a check fail here, never a slow machine.
+  const config: Config = {
+    ...wired,
+    check: { ...wired.check, timeoutMs: 5_000 },
+    openfga: { ...wired.openfga, timeoutMs: 2_000 },
+    kube: { ...wired.kube, sar: { ...wired.kube.sar, timeoutMs: 2_000 }, tokenRequest: { ...wired.kube.tokenRequest, timeoutMs: 2_000 } },
+  };
   ports = await connectPorts(config, pino({ level: "silent" }));
   // Only the index under test talks to the fake's list and watch.
   await ports.stop();
@@ -61,7 +69,8 @@ beforeEach(async () => {
   kube.watchesSilent = false;
   kube.bookmarkIntervalMs = BOOKMARK_MS;
   kube.endWatches();
-  await until(() => answers(), 5_000, "the index to be synced");
+  // The watch ended above is listed again in place and reconnected (with bookmarks) before a test starts.
+  await until(() => answers() && kube.watchers > 0, 5_000, "the index to be synced and watching");
 });
 
 function answers(): boolean {
@@ -102,23 +111,17 @@ describe("a watch that stops talking", () => {
     expect(kube.requests.filter((r) => r.method === "GET" && !r.url.includes("watch=true")).length).toBe(lists);
   });
 
-  it("a quiet watch on a server that sends no bookmarks: unsynced past the bound only until the list it triggers at once succeeds", async () => {
+  it("a quiet watch on a server that sends no bookmarks is listed again in place before the bound, and stays synced", async () => {
     kube.bookmarkIntervalMs = undefined;
     kube.endWatches();
     const lists = () => kube.requests.filter((r) => r.method === "GET" && r.url.startsWith("/apis/") && !r.url.includes("watch=true")).length;
     const listsBefore = lists();
-    let longestUnsyncedMs = 0;
-    let unsyncedSince: number | undefined;
-    const started = performance.now();
-    while (performance.now() - started < INACTIVITY_MS * 3 + 200) {
-      const now = performance.now();
-      if (answers()) unsyncedSince = undefined;
-      else longestUnsyncedMs = Math.max(longestUnsyncedMs, now - (unsyncedSince ??= now));
+    for (let elapsed = 0; elapsed < INACTIVITY_MS * 3; elapsed += 5) {
+      expect(answers()).toBe(true);
       await sleep(5);
     }
-    expect(lists() - listsBefore).toBeGreaterThanOrEqual(2);
-    // Each time, one list and one watch connect against a healthy server: back within milliseconds.
-    expect(longestUnsyncedMs).toBeLessThan(150);
+    // One list about every two thirds of the bound: each a sign of life.
+    expect(lists() - listsBefore).toBeGreaterThanOrEqual(3);
     expect(await pluginCheck()).toMatchObject({ allowed: true });
   });
 
@@ -127,9 +130,7 @@ describe("a watch that stops talking", () => {
     await until(() => index.byUid(ids.cluster, ids.otherInstallation) !== undefined, 2_000, "grafana to be indexed");
     const lists = () => kube.requests.filter((r) => r.method === "GET" && r.url.startsWith("/apis/") && !r.url.includes("watch=true")).length;
     const listsBefore = lists();
-    // client-node waits 1 s before a reconnect that follows another with no event in between; a
-    // bookmark in between keeps this reconnect immediate (a 1 s wait would outlast this test's bound).
-    await sleep(BOOKMARK_MS * 3);
+    await until(() => kube.watchers > 0, 2_000, "the watch to be connected");
     // Deleted without an event: only a list can notice.
     kube.removeSilently(ids.otherInstallation);
     kube.endWatches();
