@@ -139,8 +139,8 @@ export class ProjectIndex implements ProjectLookup {
   }
 
   /** Projects in the (one) cluster's index, for metrics; shaped like the installation index's. */
-  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean }> {
-    return [{ clusterId: this.#clusterId, size: this.#store.size, synced: this.#watch.synced, hasSynced: this.#watch.hasSynced }];
+  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined }> {
+    return [{ clusterId: this.#clusterId, size: this.#store.size, synced: this.#watch.synced, hasSynced: this.#watch.hasSynced, lastSyncedAt: this.#watch.lastSyncedAt }];
   }
 
   byName(name: string): CompiledProject | undefined {

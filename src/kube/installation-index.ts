@@ -102,8 +102,14 @@ export class InstallationIndex implements InstallationLookup {
   }
 
   /** Installations per cluster, for metrics and /readyz?verbose. */
-  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean }> {
-    return [...this.#clusters].map(([clusterId, index]) => ({ clusterId, size: index.store.size, synced: index.watch.synced, hasSynced: index.watch.hasSynced }));
+  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined }> {
+    return [...this.#clusters].map(([clusterId, index]) => ({
+      clusterId,
+      size: index.store.size,
+      synced: index.watch.synced,
+      hasSynced: index.watch.hasSynced,
+      lastSyncedAt: index.watch.lastSyncedAt,
+    }));
   }
 
   byUid(clusterId: string, uid: string): Installation | undefined {

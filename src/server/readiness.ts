@@ -36,6 +36,8 @@ export interface IndexState {
   readonly synced: boolean;
   /** Synced at least once (readiness waits for this); taken as `synced` when the index does not say. */
   readonly hasSynced?: boolean;
+  /** When its list and watch last succeeded, where the index says. */
+  readonly lastSyncedAt?: Date | undefined;
 }
 
 /** A dependency's state that does not gate readiness. */
@@ -65,8 +67,9 @@ export function processReadiness(state: ProcessState): Readiness {
 function indexCheck(i: IndexState): ReadinessCheck {
   const name = `index ${i.index} cluster=${i.clusterId}`;
   const objects = `${i.size} object${i.size === 1 ? "" : "s"}`;
-  if (i.synced) return { name, ok: true, state: `synced, ${objects}`, gates: true };
-  if (i.hasSynced ?? false) return { name, ok: false, state: "unsynced, synced before: this cluster's checks answer 503 until its watch recovers", gates: false };
+  const last = i.lastSyncedAt === undefined ? "" : `, last synced ${i.lastSyncedAt.toISOString()}`;
+  if (i.synced) return { name, ok: true, state: `synced, ${objects}${last}`, gates: true };
+  if (i.hasSynced ?? false) return { name, ok: false, state: `unsynced${last || ", synced before"}: this cluster's checks answer 503 until its watch recovers`, gates: false };
   return { name, ok: false, state: "never synced: not ready until it has", gates: true };
 }
 

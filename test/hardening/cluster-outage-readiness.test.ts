@@ -73,8 +73,11 @@ it("serves the synced cluster, answers 503 for the lost one, and stays ready", a
   expect(await readyz()).toEqual({ status: 200, body: "ready\n" });
   const verbose = await readyz("?verbose");
   expect(verbose.status).toBe(200);
-  expect(verbose.body).toContain(`[+]index plugininstallations cluster=${ids.cluster}: synced, 1 object\n`);
-  expect(verbose.body).toContain(`[-]index plugininstallations cluster=${ids.otherCluster}: unsynced, synced before: this cluster's checks answer 503 until its watch recovers (does not gate readiness)\n`);
+  const iso = String.raw`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`;
+  expect(verbose.body).toMatch(new RegExp(String.raw`^\[\+\]index plugininstallations cluster=${ids.cluster}: synced, 1 object, last synced ${iso}$`, "m"));
+  expect(verbose.body).toMatch(
+    new RegExp(String.raw`^\[-\]index plugininstallations cluster=${ids.otherCluster}: unsynced, last synced ${iso}: this cluster's checks answer 503 until its watch recovers \(does not gate readiness\)$`, "m"),
+  );
   expect(verbose.body).toContain(`[+]openfga store: ${w.config.openfga!.storeId} (configured by id) (does not gate readiness)\n`);
   expect(verbose.body.endsWith("\nready\n")).toBe(true);
 }, 30_000);

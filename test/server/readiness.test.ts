@@ -5,12 +5,13 @@
 import { describe, expect, it } from "vitest";
 import { type IndexState, processReadiness, renderReadiness, workersReadiness } from "../../src/server/readiness.ts";
 
-const index = (clusterId: string, synced: boolean, hasSynced?: boolean): IndexState => ({
+const index = (clusterId: string, synced: boolean, hasSynced?: boolean, lastSyncedAt?: Date): IndexState => ({
   index: "plugininstallations",
   clusterId,
   size: 2,
   synced,
   ...(hasSynced === undefined ? {} : { hasSynced }),
+  lastSyncedAt,
 });
 
 describe("one process", () => {
@@ -22,6 +23,17 @@ describe("one process", () => {
       shuttingDown: false,
       indexes: [index("a", true, true), index("b", false, true)],
       lines: ["[-]index plugininstallations cluster=b: unsynced, synced before: this cluster's checks answer 503 until its watch recovers (does not gate readiness)"],
+      verdict: "ready",
+    },
+    {
+      name: "with the time of the last sync",
+      serving: true,
+      shuttingDown: false,
+      indexes: [index("a", true, true, new Date("2026-12-01T00:40:00.000Z")), index("b", false, true, new Date("2026-12-01T00:30:00.000Z"))],
+      lines: [
+        "[+]index plugininstallations cluster=a: synced, 2 objects, last synced 2026-12-01T00:40:00.000Z",
+        "[-]index plugininstallations cluster=b: unsynced, last synced 2026-12-01T00:30:00.000Z: this cluster's checks answer 503 until its watch recovers (does not gate readiness)",
+      ],
       verdict: "ready",
     },
     { name: "never synced", serving: false, shuttingDown: false, indexes: [index("a", false, false)], lines: ["[-]index plugininstallations cluster=a: never synced: not ready until it has"], verdict: "not ready" },
