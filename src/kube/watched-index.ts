@@ -99,6 +99,7 @@ export class WatchedIndex<T extends KubernetesObject> {
   #listWatch: ListWatch<T> | undefined;
   #synced = false;
   #hasSynced = false;
+  #lastSyncedAt: Date | undefined;
   #stopped = false;
   #backoffMs: number;
   #restartTimer: NodeJS.Timeout | undefined;
@@ -127,6 +128,11 @@ export class WatchedIndex<T extends KubernetesObject> {
 
   get hasSynced(): boolean {
     return this.#hasSynced;
+  }
+
+  /** When a list and its watch last succeeded (for /readyz?verbose); undefined before the first. */
+  get lastSyncedAt(): Date | undefined {
+    return this.#lastSyncedAt;
   }
 
   /** Resolves once the first list has been attempted, synced or not; failures restart in the background. */
@@ -171,6 +177,7 @@ export class WatchedIndex<T extends KubernetesObject> {
     if (generation === this.#generation && !this.#stopped) {
       this.#synced = true;
       this.#hasSynced = true;
+      this.#lastSyncedAt = new Date();
       this.#backoffMs = this.#options.initialBackoffMs;
       this.#heardFrom(generation);
       this.#options.logger.info({ cluster_id: this.#cluster.id, [this.#names.objects]: this.#store.size }, `${this.#names.index} index synced`);
