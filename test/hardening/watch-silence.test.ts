@@ -58,9 +58,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await server.stop();
-  await index.stop();
-  await Promise.all([openfga.stop(), kube.stop()]);
+  await server?.stop();
+  await index?.stop();
+  await Promise.all([openfga?.stop(), kube?.stop()]);
   rmSync(dir, { recursive: true, force: true });
 });
 
