@@ -237,7 +237,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   grpcServer.addService(authorizationService(), {
     Check(call: grpc.ServerUnaryCall<CheckRequestMessage, unknown>, callback: grpc.sendUnaryData<unknown>) {
       inFlight++;
-      check(call.request).then(
+      check(call.request, call.metadata).then(
         (response) => callback(null, response),
         // check() never rejects; this is the last line of fail-closed.
         () => callback({ code: grpc.status.INTERNAL, details: "internal error" }),

@@ -32,15 +32,28 @@ export const ATTRIBUTES = {
 
 type Check = (message: CheckRequestMessage) => Promise<CheckResponseMessage>;
 
+/** A gRPC call's metadata (grpc-js's Metadata has this shape). */
+export interface CallMetadata {
+  get(key: string): Array<string | Buffer>;
+}
+
+export type TracedCheck = (message: CheckRequestMessage, metadata?: CallMetadata) => Promise<CheckResponseMessage>;
+
 /**
- * Wraps a checker so each Check is a server span, child of the traceparent Envoy sent with the
- * request; with tracing off, the checker itself.
+ * Wraps a checker so each Check is a server span; with tracing off, the checker itself.
+ *
+ * The parent is Envoy's: its ext_authz client puts the trace context of its span for this call in
+ * the call's gRPC metadata, a child of Envoy's span for the HTTP request. Without one there (Envoy
+ * not tracing), the `traceparent` of the request being authorized, from the CheckRequest's headers.
  */
-export function tracedChecks(check: Check): Check {
+export function tracedChecks(check: Check): TracedCheck {
   if (tracer === undefined) return check;
-  return (message) => {
+  return (message, metadata) => {
     if (tracer === undefined) return check(message);
-    const parent = propagation.extract(context.active(), message, REQUEST_HEADERS);
+    const parent =
+      metadata !== undefined && metadata.get("traceparent").length > 0
+        ? propagation.extract(context.active(), metadata, CALL_METADATA)
+        : propagation.extract(context.active(), message, REQUEST_HEADERS);
     return tracer.startActiveSpan(
       CHECK_SPAN,
       { kind: SpanKind.SERVER, attributes: { "rpc.system": "grpc", "rpc.service": "envoy.service.auth.v3.Authorization", "rpc.method": "Check" } },
@@ -93,5 +106,13 @@ const REQUEST_HEADERS: TextMapGetter<CheckRequestMessage> = {
     const entry = http?.header_map?.headers?.find((h) => h.key === key);
     if (entry === undefined) return undefined;
     return entry.value ?? (entry.raw_value === undefined ? undefined : Buffer.from(entry.raw_value).toString("latin1"));
+  },
+};
+
+const CALL_METADATA: TextMapGetter<CallMetadata> = {
+  keys: () => ["traceparent", "tracestate"],
+  get: (metadata, key) => {
+    const value = metadata.get(key)[0];
+    return value === undefined ? undefined : String(value);
   },
 };

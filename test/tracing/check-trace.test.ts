@@ -4,13 +4,16 @@
  * gRPC, recorded by an in-memory exporter: the Check span continues Envoy's traceparent and the
  * dependency calls are its children, with the decision's policy, outcome and cache lookups.
  */
+import * as grpc from "@grpc/grpc-js";
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { configSchema } from "../../src/config/schema.ts";
+import { authorizationClient } from "../../src/envoy/protos.ts";
 import { startTracing, type Tracing } from "../../src/tracing/setup.ts";
 import { ATTRIBUTES, CHECK_SPAN, inDependencySpan, tracedChecks } from "../../src/tracing/spans.ts";
+import { type CheckResponse, envoyCheckRequest, summarize } from "../support/envoy.ts";
 import { startWired, type Wired } from "../support/wire-fakes/wired.ts";
 import { ids, pluginToken } from "../support/tokens.ts";
 
@@ -113,6 +116,34 @@ describe("the trace of one kube-api-proxy PluginToken check", () => {
     const openfga = childrenOf(root).find((s) => s.name === "openfga");
     expect(openfga?.status.code).toBe(SpanStatusCode.ERROR);
     expect(openfga?.status.message).toMatch(/^openfga: /);
+  });
+
+  it("takes its parent from the call's gRPC metadata when Envoy's ext_authz client put one there (its span for the call)", async () => {
+    const callSpanId = "b7ad6b7169203331";
+    const metadata = new grpc.Metadata();
+    metadata.set("traceparent", `00-${ENVOY_TRACE_ID}-${callSpanId}-01`);
+    const client = authorizationClient(`127.0.0.1:${w.server.server.grpcPort}`);
+    try {
+      // The request's own traceparent (the client's, as the request arrived) is not the parent then.
+      const request = envoyCheckRequest({
+        path: PATH,
+        policy: "kube-api-proxy",
+        headers: { authorization: `Bearer ${await pluginToken()}`, traceparent: "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01" },
+      });
+      const response = await new Promise<CheckResponse>((resolveCheck, reject) => {
+        const unary = (client as unknown as Record<string, Function>)["Check"]!.bind(client);
+        unary(request, metadata, (err: Error | null, res: CheckResponse) => (err ? reject(err) : resolveCheck(res)));
+      });
+      expect(summarize(response)).toMatchObject({ allowed: true });
+    } finally {
+      client.close();
+    }
+    const root = checkSpan();
+    expect(root.spanContext().traceId).toBe(ENVOY_TRACE_ID);
+    expect(root.parentSpanContext?.spanId).toBe(callSpanId);
+    // The plugin's ServiceAccount token is cached from the first test: no TokenRequest this time.
+    expect(childrenOf(root).map((s) => s.name).sort()).toEqual(["kube-subjectaccessreview", "openfga"]);
+    expect(root.attributes[`${ATTRIBUTES.cachePrefix}service_account_token`]).toBe("hit");
   });
 
   it("follows Envoy's decision not to sample: no span at all", async () => {
