@@ -6,8 +6,8 @@ export interface FaultFigures {
   readonly fault: string;
   readonly answers: number;
   readonly byKind: Record<string, number>;
-  /** 503s by their message (which dependency). */
-  readonly unavailableBy: Record<string, number>;
+  /** 503s by their message (which dependency), failed calls by their gRPC status. */
+  readonly byDetail: Record<string, number>;
   readonly forbiddenAllows: number;
   /** Denials other than 503 where the world says allowed or another reason (fail-closed, but wrong). */
   readonly wrongDenials: number;
@@ -65,17 +65,17 @@ export function figures(
   },
 ): FaultFigures {
   const byKind: Record<string, number> = {};
-  const unavailableBy: Record<string, number> = {};
+  const byDetail: Record<string, number> = {};
   for (const a of answers) {
     byKind[a.kind] = (byKind[a.kind] ?? 0) + 1;
-    if (a.unavailable !== undefined) unavailableBy[a.unavailable] = (unavailableBy[a.unavailable] ?? 0) + 1;
+    if (a.detail !== undefined) byDetail[a.detail] = (byDetail[a.detail] ?? 0) + 1;
   }
   const latencies = answers.map((a) => a.latencyMs).sort((x, y) => x - y);
   return {
     fault,
     answers: answers.length,
     byKind,
-    unavailableBy,
+    byDetail,
     forbiddenAllows: answers.filter((a) => isForbiddenAllow(a.expected, a.kind)).length,
     wrongDenials: answers.filter((a) => !NOT_DENIALS.has(a.kind) && !isCorrect(a.expected, a.kind)).length,
     unavailableWithoutRetryAfter: answers.filter((a) => a.kind === "dependency-unavailable" && !a.retryAfter).length,
@@ -91,8 +91,8 @@ export function formatFigures(f: FaultFigures): string {
     .map(([k, n]) => `${k} ${n}`)
     .join(", ");
   const recovery = f.recoveryMs === undefined ? "none" : `${(f.recoveryMs / 1000).toFixed(1)} s`;
-  const unavailable = Object.entries(f.unavailableBy)
+  const details = Object.entries(f.byDetail)
     .map(([m, n]) => `${m} ${n}`)
     .join(", ");
-  return `${f.fault}: ${f.answers} answers (${kinds}${unavailable === "" ? "" : `; 503: ${unavailable}`}); wrong allows ${f.forbiddenAllows}, wrong denials ${f.wrongDenials}; p99 ${f.p99Ms.toFixed(0)} ms, max ${f.maxMs.toFixed(0)} ms; recovery ${recovery}; max stall ${f.maxStallMs.toFixed(0)} ms (idle control ${f.machineStallMs.toFixed(0)} ms; loop thread on CPU ${f.loopCpuMs.toFixed(0)} ms, waiting for one ${f.loopRunQueueMs.toFixed(0)} ms); RSS ${f.rssBeforeMb.toFixed(0)} → ${f.rssAfterMb.toFixed(0)} MB`;
+  return `${f.fault}: ${f.answers} answers (${kinds}${details === "" ? "" : `; ${details}`}); wrong allows ${f.forbiddenAllows}, wrong denials ${f.wrongDenials}; p99 ${f.p99Ms.toFixed(0)} ms, max ${f.maxMs.toFixed(0)} ms; recovery ${recovery}; max stall ${f.maxStallMs.toFixed(0)} ms (idle control ${f.machineStallMs.toFixed(0)} ms; loop thread on CPU ${f.loopCpuMs.toFixed(0)} ms, waiting for one ${f.loopRunQueueMs.toFixed(0)} ms); RSS ${f.rssBeforeMb.toFixed(0)} → ${f.rssAfterMb.toFixed(0)} MB`;
 }

@@ -15,8 +15,8 @@ export interface Answer {
   readonly kind: AnswerKind;
   /** The 503 carried retry-after, as every dependency-unavailable denial must. */
   readonly retryAfter: boolean;
-  /** A 503's message: which dependency was unavailable. */
-  readonly unavailable?: string;
+  /** A 503's message (which dependency was unavailable), or a failed call's gRPC status. */
+  readonly detail?: string;
 }
 
 /** Envoy would have given up long before; this only bounds a frozen server's hold on the client. */
@@ -73,10 +73,10 @@ export class CheckLoad {
       headers: { authorization: `Bearer ${this.tokens[request.user]}` },
       policy: "kube-api-proxy",
     });
-    const record = (kind: AnswerKind, retryAfter = false, unavailable?: string) => {
+    const record = (kind: AnswerKind, retryAfter = false, detail?: string) => {
       this.#inFlight--;
       const answer: Answer = { sentAt, latencyMs: performance.now() - sentAt, user: request.user, expected: request.expected, kind, retryAfter };
-      this.answers.push(unavailable === undefined ? answer : { ...answer, unavailable });
+      this.answers.push(detail === undefined ? answer : { ...answer, detail });
     };
     this.#client.check(message, { deadline: new Date(Date.now() + CLIENT_DEADLINE_MS) }).then(
       (res) => {
@@ -90,7 +90,8 @@ export class CheckLoad {
           reason === "dependency-unavailable" ? String(message) : undefined,
         );
       },
-      (err: { code?: number }) => record(err.code === 4 /* DEADLINE_EXCEEDED */ ? "timeout" : "grpc-error"),
+      (err: { code?: number; details?: string }) =>
+        record(err.code === 4 /* DEADLINE_EXCEEDED */ ? "timeout" : "grpc-error", false, `gRPC ${String(err.code)} ${String(err.details)}`.slice(0, 80)),
     );
   }
 }
