@@ -1,11 +1,13 @@
 /**
  * `workers: N`: the primary forks N workers that share the gRPC port; each answers checks; SIGTERM
  * to the primary drains every worker (each for shutdown.drainMs) and the primary exits 0. A worker that cannot start stops the
- * whole server with a non-zero exit, as a single process would.
+ * whole server with a non-zero exit, as a single process would, and so does an admin port the
+ * primary cannot bind. (A configuration error, an unset secret among them, ends the primary before
+ * any worker is forked: test/cli/config-commands.test.ts.)
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -26,7 +28,7 @@ function freePort(): Promise<number> {
 }
 
 /** `secretEnv` names the environment variable holding the token secret; an unset one fails every worker's start. */
-async function config(secretEnv = "WORKERS_TEST_SECRET"): Promise<{ file: string; grpc: number }> {
+async function config(secretEnv = "WORKERS_TEST_SECRET"): Promise<{ file: string; grpc: number; admin: number }> {
   const [grpc, admin, internal] = [await freePort(), await freePort(), await freePort()];
   const file = join(dir, `config-${grpc}.yaml`);
   writeFileSync(
@@ -39,7 +41,14 @@ async function config(secretEnv = "WORKERS_TEST_SECRET"): Promise<{ file: string
       "",
     ].join("\n"),
   );
-  return { file, grpc };
+  return { file, grpc, admin };
+}
+
+/** Holds a port, as another process would, until closed. */
+function occupy(port: number): Promise<Server> {
+  return new Promise((resolveListen) => {
+    const srv = createServer().listen(port, "127.0.0.1", () => resolveListen(srv));
+  });
 }
 
 function run(file: string): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
@@ -85,14 +94,20 @@ describe("workers", () => {
     }
   }, 40_000);
 
-  it("a worker that cannot start stops the server with a non-zero exit", async () => {
-    const { file } = await config("WORKERS_TEST_SECRET_NOT_SET");
-    const server = run(file);
+  it.each([
+    { name: "a worker that cannot start (its gRPC port taken) stops the server", port: "grpc" as const, line: /a worker failed to start/ },
+    { name: "an admin port the primary cannot bind stops it before any worker starts", port: "admin" as const, line: /the admin port cannot be bound/ },
+  ])("$name with a non-zero exit", async ({ port, line }) => {
+    const ports = await config();
+    const taken = await occupy(ports[port]);
+    const server = run(ports.file);
     try {
       expect(await server.exited).not.toBe(0);
-      expect(server.output()).toMatch(/a worker failed to start/);
+      expect(server.output()).toMatch(line);
+      expect(server.output()).not.toMatch(/portcullis listening/);
     } finally {
       server.child.kill("SIGKILL");
+      taken.close();
     }
-  }, 40_000);
+  }, 60_000);
 });
