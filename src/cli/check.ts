@@ -7,6 +7,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import * as grpc from "@grpc/grpc-js";
 import { buildCheckRequest } from "../envoy/build-check-request.ts";
 import { type AnyCheckResponse, type CheckOutcome, describeCheckResponse } from "../envoy/describe-response.ts";
 import { authorizationClient } from "../envoy/protos.ts";
@@ -48,7 +49,7 @@ export async function runCheck(args: string[], io: CheckIo): Promise<number> {
   }
   const headers = Object.fromEntries(values.header.map(parseHeader));
   if (values.token !== undefined && values["token-file"] !== undefined) throw new UsageError("give --token or --token-file, not both");
-  const token = values["token-file"] === undefined ? values.token : readFileSync(values["token-file"], "utf8").trim();
+  const token = values["token-file"] === undefined ? values.token : readTokenFile(values["token-file"]);
   if (token !== undefined) headers["authorization"] = `Bearer ${token}`;
   // Tells this request apart from Envoy's in portcullis's logs and audit lines.
   headers["x-request-id"] ??= `portcullis-check-${randomUUID()}`;
@@ -57,6 +58,39 @@ export async function runCheck(args: string[], io: CheckIo): Promise<number> {
   const outcome = values.explain ? await explain(values.admin!, request) : await check(values.server!, request);
   io.out(values.json ? `${JSON.stringify(outcome, null, 2)}\n` : formatOutcome(outcome));
   return outcome.decision === "allow" ? 0 : 1;
+}
+
+function readTokenFile(path: string): string {
+  try {
+    return readFileSync(path, "utf8").trim();
+  } catch (err) {
+    throw new Error(`cannot read the token file ${path}: ${plainCause((err as NodeJS.ErrnoException).code)}`);
+  }
+}
+
+/** What an operator reads instead of a gRPC status or an errno: "connection refused", not "14 UNAVAILABLE: No connection established". */
+const PLAIN_CAUSES: Readonly<Record<string, string>> = {
+  ECONNREFUSED: "connection refused (is it running, on that port?)",
+  ECONNRESET: "the connection was reset",
+  ENOTFOUND: "no such host",
+  EAI_AGAIN: "the host name could not be resolved",
+  EHOSTUNREACH: "no route to host",
+  ETIMEDOUT: "the connection timed out",
+  ENOENT: "no such file",
+  EACCES: "permission denied",
+  DEADLINE: `no answer within ${DEADLINE_MS / 1000} s`,
+};
+
+function plainCause(code: string | undefined): string {
+  return (code === undefined ? undefined : PLAIN_CAUSES[code]) ?? `failed (${code ?? "unknown error"})`;
+}
+
+/** The errno a gRPC UNAVAILABLE carries only inside its details text ("… connect ECONNREFUSED 127.0.0.1:9001"). */
+function grpcCause(err: { code?: unknown; details?: unknown }): string | undefined {
+  if (err.code === grpc.status.DEADLINE_EXCEEDED) return "DEADLINE";
+  const details = typeof err.details === "string" ? err.details : "";
+  if (/Name resolution failed|ENOTFOUND|getaddrinfo/.test(details)) return "ENOTFOUND";
+  return /\b(E[A-Z]{3,})\b/.exec(details)?.[1];
 }
 
 /** `name: value`; a name may itself start with a colon (`:authority: example`). */
@@ -71,6 +105,12 @@ async function check(server: string, request: object): Promise<CheckOutcome> {
   try {
     const response = await client.check(request, { deadline: Date.now() + DEADLINE_MS });
     return describeCheckResponse(response as AnyCheckResponse);
+  } catch (err) {
+    const { code } = err as { code?: unknown };
+    if (code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED) {
+      throw new Error(`cannot reach portcullis at ${server}: ${plainCause(grpcCause(err as { code?: unknown; details?: unknown }))}`);
+    }
+    throw err;
   } finally {
     client.close();
   }
@@ -82,6 +122,9 @@ async function explain(admin: string, request: object): Promise<Explanation> {
     headers: { "content-type": "application/json" },
     body: JSON.stringify(request),
     signal: AbortSignal.timeout(DEADLINE_MS),
+  }).catch((err: unknown) => {
+    const code = (err as Error).name === "TimeoutError" ? "DEADLINE" : ((err as { cause?: { code?: string } }).cause?.code);
+    throw new Error(`cannot reach portcullis's admin port at ${admin}: ${plainCause(code)}`);
   });
   if (response.status === 404) throw new Error(`${admin}/explain is not served: set admin.explain: true on that server (off by default)`);
   if (!response.ok) throw new Error(`${admin}/explain answered ${response.status}: ${(await response.text()).trim()}`);

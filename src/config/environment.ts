@@ -37,7 +37,7 @@ export function environmentIssues(config: Config, env: NodeJS.ProcessEnv = proce
     const path = tls?.[key];
     if (typeof path === "string") check(`listen.tls.${key}`, () => unreadable(path));
   }
-  config.tokens?.secrets.forEach((source, i) => {
+  config.tokens?.secrets?.forEach((source, i) => {
     const field = `tokens.secrets[${i}]`;
     check(field, () => {
       const bytes = Buffer.byteLength(readSecret(source, field, env), "utf8");
@@ -49,6 +49,9 @@ export function environmentIssues(config: Config, env: NodeJS.ProcessEnv = proce
   const apiToken = config.openfga?.apiToken;
   if (apiToken !== undefined) check("openfga.apiToken", () => void readSecret(apiToken, "openfga.apiToken", env));
   config.clusters.forEach((cluster, i) => check(`clusters[${i}]`, () => kubeconfigProblem(cluster, env)));
+  // The deny-list's cluster (issue 17), when that section is configured.
+  const revocations = (config as { revocations?: { kubeconfig?: string | undefined; context?: string | undefined } }).revocations;
+  if (revocations !== undefined) check("revocations", () => kubeconfigProblem(revocations, env));
   const konfidence = config.konfidence;
   if (konfidence !== undefined) {
     if (!("clusterId" in konfidence.cluster)) {
