@@ -107,7 +107,8 @@ describe("openfga.storeName (real OpenFGA)", () => {
     let lookups = 0;
     const client = new OpenFgaClient({ apiUrl: fga.apiUrl });
     const counting = { listStores: (...args: Parameters<OpenFgaClient["listStores"]>) => (lookups++, client.listStores(...args)) };
-    const store = new OpenFgaStore({ name }, counting, { timeoutMs: 2_000, minIntervalMs: 500, refreshMs: 60_000 });
+    // An interval well above a loaded machine's ListStores time, so "inside the interval" holds.
+    const store = new OpenFgaStore({ name }, counting, { timeoutMs: 1_000, minIntervalMs: 1_500, refreshMs: 60_000 });
 
     // No store of that name yet: every caller gets a 503, from a single lookup.
     const missing = await Promise.allSettled(Array.from({ length: 50 }, () => store.id()));
@@ -118,7 +119,7 @@ describe("openfga.storeName (real OpenFGA)", () => {
     expect(lookups).toBe(1);
 
     const id = await seedStore(name, []);
-    await new Promise((r) => setTimeout(r, 550));
+    await new Promise((r) => setTimeout(r, 1_550));
     const found = await Promise.all(Array.from({ length: 50 }, () => store.id()));
     expect(new Set(found)).toEqual(new Set([id]));
     expect(lookups).toBe(2);
