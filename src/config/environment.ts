@@ -6,6 +6,7 @@
  */
 import { accessSync, constants, readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
+import { checkTlsFiles, TlsConfigError } from "../server/tls.ts";
 import { ConfigError, readSecret } from "./load.ts";
 import type { Config } from "./schema.ts";
 
@@ -32,10 +33,15 @@ export function environmentIssues(config: Config, env: NodeJS.ProcessEnv = proce
       issues.push({ field, message: err instanceof ConfigError ? err.message.replace(`${field}: `, "") : (err as Error).message });
     }
   };
-  const tls = (config.listen as { tls?: Record<string, string | boolean | number | undefined> }).tls;
-  for (const key of ["certFile", "keyFile", "clientCaFile"]) {
-    const path = tls?.[key];
-    if (typeof path === "string") check(`listen.tls.${key}`, () => unreadable(path));
+  const tls = config.listen.tls;
+  if (tls !== undefined) {
+    // Readable, PEM, and the key is the certificate's: the field named is the file at fault.
+    try {
+      checkTlsFiles(tls);
+    } catch (err) {
+      if (!(err instanceof TlsConfigError)) throw err;
+      issues.push({ field: err.field, message: err.message.replace(`${err.field}: `, "") });
+    }
   }
   config.tokens?.secrets?.forEach((source, i) => {
     const field = `tokens.secrets[${i}]`;

@@ -4,35 +4,27 @@
  * same credentials, a certificate rotated on disk picked up by new handshakes, and bad files refused
  * at start naming the field.
  */
-import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
-import { connect, type PeerCertificate } from "node:tls";
+import { copyFileSync, writeFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configSchema } from "../../src/config/schema.ts";
 import { authorizationClient } from "../../src/envoy/protos.ts";
 import { checkTlsFiles, TlsConfigError } from "../../src/server/tls.ts";
 import { freePort } from "../harness/ports.ts";
-import { TestPki } from "../support/certificates.ts";
+import { SERVER_SANS, TestPki } from "../support/certificates.ts";
 import { envoyCheckRequest, summarize, type CheckResponse } from "../support/envoy.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { ids, pluginToken } from "../support/tokens.ts";
 
-/** The name Envoy sends as SNI and checks in the certificate (envoy.portcullis.tls.serverName). */
-const SERVER_NAME = "portcullis-grpc.fundament-system.svc.cluster.local";
-const SANS = [`DNS:${SERVER_NAME}`, "IP:127.0.0.1"];
-const TARGET_NAME = { "grpc.ssl_target_name_override": SERVER_NAME, "grpc.default_authority": SERVER_NAME };
-
 let pki: TestPki;
-let ca: Buffer;
-let otherCa: Buffer;
 
 beforeAll(() => {
   pki = new TestPki();
-  ca = pki.ca("ca").cert;
-  otherCa = pki.ca("other-ca").cert;
-  pki.leaf("server", "ca", { server: SANS });
-  pki.leaf("server-next", "ca", { server: SANS });
+  pki.ca("ca");
+  pki.ca("other-ca");
+  pki.leaf("server", "ca", { server: SERVER_SANS });
+  pki.leaf("server-next", "ca", { server: SERVER_SANS });
   pki.leaf("envoy", "ca", "client");
   pki.leaf("intruder", "other-ca", "client");
   // The files the server reads; rotation overwrites these two.
@@ -57,14 +49,9 @@ const kubeCheck = async () =>
     policy: "kube-api-proxy",
   });
 
-/** One Check on a fresh channel; `client` names a certificate of the PKI. */
-async function checkOver(port: number, options: { trust?: Buffer; client?: string } = {}) {
-  const credentials = grpc.credentials.createSsl(
-    options.trust ?? ca,
-    options.client === undefined ? null : readPem(`${options.client}.key`),
-    options.client === undefined ? null : readPem(`${options.client}.crt`),
-  );
-  const client = authorizationClient(`127.0.0.1:${port}`, credentials, TARGET_NAME);
+/** One Check on a fresh channel, trusting the CA `trust`; `client` names a certificate of the PKI. */
+async function checkOver(port: number, options: { trust?: string; client?: string } = {}) {
+  const client = pki.checkClient(port, options.trust ?? "ca", options.client);
   try {
     return summarize((await client.check(await kubeCheck(), { deadline: Date.now() + 5_000 })) as CheckResponse);
   } finally {
@@ -72,40 +59,8 @@ async function checkOver(port: number, options: { trust?: Buffer; client?: strin
   }
 }
 
-function readPem(file: string): Buffer {
-  return readFileSync(pki.path(file));
-}
-
-/**
- * A fresh TLS connection to `port` (h2, as gRPC negotiates): accepted once the server's HTTP/2
- * preface arrives, refused on a TLS alert. Under TLS 1.3 the client finishes its handshake before
- * the server has checked the client's certificate, so the handshake alone does not tell.
- */
-function connectTls(port: number, client?: string): Promise<{ accepted: true; certificate: PeerCertificate } | { accepted: false; error: string }> {
-  return new Promise((resolveOutcome) => {
-    const socket = connect({
-      host: "127.0.0.1",
-      port,
-      servername: SERVER_NAME,
-      ca,
-      ALPNProtocols: ["h2"],
-      ...(client === undefined ? {} : { cert: readPem(`${client}.crt`), key: readPem(`${client}.key`) }),
-    });
-    socket.once("data", () => {
-      const certificate = socket.getPeerCertificate();
-      socket.destroy();
-      resolveOutcome({ accepted: true, certificate });
-    });
-    socket.once("error", (err: NodeJS.ErrnoException) => resolveOutcome({ accepted: false, error: err.code ?? err.message }));
-    socket.once("close", () => resolveOutcome({ accepted: false, error: "closed" }));
-  });
-}
-
-async function presentedCertificate(port: number, client?: string): Promise<PeerCertificate> {
-  const outcome = await connectTls(port, client);
-  if (!outcome.accepted) throw new Error(`TLS connection refused: ${outcome.error}`);
-  return outcome.certificate;
-}
+const connectTls = (port: number, client?: string) => pki.connect(port, "ca", client);
+const presentedCertificate = (port: number, client?: string) => pki.presented(port, "ca", client);
 
 async function plaintextCheck(port: number): Promise<grpc.ServiceError> {
   const client = authorizationClient(`127.0.0.1:${port}`);
@@ -137,7 +92,7 @@ describe("TLS (server certificate only)", () => {
   });
 
   it("fails the handshake for a client that does not trust the issuing CA", async () => {
-    await expect(checkOver(server.server.grpcPort, { trust: otherCa })).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    await expect(checkOver(server.server.grpcPort, { trust: "other-ca" })).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
   });
 
   it("serves the internal listener with the same certificate", async () => {
@@ -186,8 +141,8 @@ describe("certificate rotation on disk", () => {
     const before = await presentedCertificate(port);
     expect(before.subject.CN).toBe("server");
 
-    writeFileSync(pki.path("live.key"), readPem("server-next.key"));
-    writeFileSync(pki.path("live.crt"), readPem("server-next.crt"));
+    writeFileSync(pki.path("live.key"), pki.pem("server-next.key"));
+    writeFileSync(pki.path("live.crt"), pki.pem("server-next.crt"));
     let after = before;
     for (let i = 0; i < 50 && after.fingerprint256 === before.fingerprint256; i++) {
       await new Promise((r) => setTimeout(r, 100));

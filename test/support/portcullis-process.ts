@@ -89,7 +89,12 @@ clusters: [{ id: "${ids.cluster}", kubeconfig: "${world.kubeconfig}" }]
 ${options.extra ?? ""}
 `,
   );
-  const child = spawn(NODE, [...(options.nodeArgs ?? []), MAIN, "--config", config], {
+  return spawnPortcullisFile(config, addresses, options.nodeArgs);
+}
+
+/** Starts one portcullis with a configuration file of the caller's (secrets in PORTCULLIS_SECRET, PORTCULLIS_OLD_SECRET). */
+export function spawnPortcullisFile(config: string, addresses: PortcullisAddresses, nodeArgs: string[] = []): PortcullisProcess {
+  const child = spawn(NODE, [...nodeArgs, MAIN, "--config", config], {
     env: { PATH: process.env["PATH"] ?? "", PORTCULLIS_SECRET: SECRET, PORTCULLIS_OLD_SECRET: OLD_SECRET },
     stdio: ["ignore", "pipe", "pipe"],
   });
