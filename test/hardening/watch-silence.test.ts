@@ -10,7 +10,6 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import type { Config } from "../../src/config/schema.ts";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { connectPorts, type Ports } from "../../src/server/app.ts";
 import { Clusters } from "../../src/kube/clusters.ts";
@@ -39,14 +38,12 @@ beforeAll(async () => {
   kube.put({ uid: ids.installation, name: "cert-manager", definitionHash: PINNED_HASH });
   kube.serviceAccounts.add("plugin-cert-manager/plugin-cert-manager");
   const kubeconfig = kube.writeKubeconfig(dir);
-  const wired = wiredConfig(openfga, kubeconfig);
   // Generous deadlines: only the index may make a check fail here, never a slow machine.
-  const config: Config = {
-    ...wired,
-    check: { ...wired.check, timeoutMs: 5_000 },
-    openfga: { ...wired.openfga, timeoutMs: 2_000 },
-    kube: { ...wired.kube, sar: { ...wired.kube.sar, timeoutMs: 2_000 }, tokenRequest: { ...wired.kube.tokenRequest, timeoutMs: 2_000 } },
-  };
+  const config = wiredConfig(openfga, kubeconfig, {
+    check: { timeoutMs: 5_000, retryAfterSeconds: 1 },
+    openfga: { apiUrl: openfga.url, storeId: openfga.storeId, timeoutMs: 2_000, allowTtlMs: 1, denyTtlMs: 1 },
+    kube: { sar: { timeoutMs: 2_000, allowTtlMs: 1, denyTtlMs: 1 }, tokenRequest: { timeoutMs: 2_000 } },
+  });
   ports = await connectPorts(config, pino({ level: "silent" }));
   // Only the index under test talks to the fake's list and watch.
   await ports.stop();
