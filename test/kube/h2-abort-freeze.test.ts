@@ -5,36 +5,14 @@
  *
  * On HTTP/2 (undici's default) a review aborted with its body still queued leaves Node's native send
  * loop writing empty DATA frames forever (docs/upstream/undici-h2-abort-freeze.md); the control
- * cases show each replay reaches that state. Through the cluster pool (HTTP/1.1) every review is
+ * case shows the unread-bodies replay reaches that state every time. Through the cluster pool (HTTP/1.1) every review is
  * answered or refused by its deadline, and the loop stays alive.
  */
-import { fork } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { KUBE_APISERVER_SETTINGS, type StartingApiServer, StartingApiServer as Fake } from "./support/starting-api-server.ts";
+import { type StormCounts, sleep, stormThroughRestart } from "./support/storm-replay.ts";
 
-const STORM = fileURLToPath(new URL("./support/review-storm.ts", import.meta.url));
-/** Heartbeats every 100 ms; this long without an answer is a frozen event loop. */
-const FROZEN_AFTER_MS = 3_000;
-/** A frozen child grows by hundreds of MB a second: past this it is killed at once. */
-const RUNAWAY_RSS_BYTES = 1.5 * 1024 ** 3;
 const STORM_MS = 3_000;
-
-interface Counts {
-  fired: number;
-  answered: number;
-  unavailable: number;
-  other: number;
-  recovered: boolean;
-}
-
-interface Outcome {
-  frozen: boolean;
-  done: Counts | undefined;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** How a restarted API server answered: each replay is one way the freeze was reached. */
 interface Restart {
@@ -73,51 +51,14 @@ const UNREAD_BODIES: Restart = {
 
 const RESTARTS = [CAPTURED, UNREAD_BODIES];
 
-function residentBytes(pid: number): number {
-  try {
-    const pages = Number(readFileSync(`/proc/${pid}/statm`, "utf8").split(" ")[1]);
-    return pages * 4096;
-  } catch {
-    return 0;
-  }
-}
-
 let fake: StartingApiServer | undefined;
 afterEach(async () => {
   await fake?.close();
   fake = undefined;
 });
 
-async function replay(server: StartingApiServer, restart: (server: StartingApiServer) => Promise<void>, mode: "pool" | "h2-default"): Promise<Outcome> {
-  const child = fork(STORM, [server.kubeconfigPath, mode, String(STORM_MS)], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  let lastAnswer = Date.now();
-  let done: Counts | undefined;
-  let exited = false;
-  child.on("exit", () => (exited = true));
-  const ready = new Promise<void>((resolve) => {
-    child.on("message", (message: { ready?: true; pong?: Counts; done?: Counts }) => {
-      lastAnswer = Date.now();
-      if (message.ready) resolve();
-      if (message.done) done = message.done;
-    });
-  });
-  const heartbeat = setInterval(() => child.connected && child.send("ping"), 100);
-  try {
-    await ready;
-    await sleep(300);
-    await restart(server);
-    let frozen = false;
-    while (done === undefined && !frozen && !exited) {
-      await sleep(100);
-      const silentMs = Date.now() - lastAnswer;
-      frozen = silentMs > FROZEN_AFTER_MS || (silentMs > 1_000 && residentBytes(child.pid ?? 0) > RUNAWAY_RSS_BYTES);
-    }
-    return { frozen, done };
-  } finally {
-    clearInterval(heartbeat);
-    // A frozen child ignores SIGTERM.
-    child.kill("SIGKILL");
-  }
+function replay(server: StartingApiServer, restart: (server: StartingApiServer) => Promise<void>, mode: "pool" | "h2-default") {
+  return stormThroughRestart(server.kubeconfigPath, mode, STORM_MS, () => restart(server));
 }
 
 describe("API server restart under review load (issue 12)", () => {
@@ -127,7 +68,7 @@ describe("API server restart under review load (issue 12)", () => {
 
     expect(frozen).toBe(false);
     expect(done).toBeDefined();
-    const counts = done as Counts;
+    const counts = done as StormCounts;
     const seen = JSON.stringify(counts);
     expect(counts.fired, seen).toBeGreaterThan(0);
     expect(counts.other, seen).toBe(0);
