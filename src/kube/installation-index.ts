@@ -76,6 +76,8 @@ const NAMES = { index: "plugin installation", objects: "installations" } as cons
 
 export class InstallationIndex implements InstallationLookup {
   readonly #clusters: ReadonlyMap<string, ClusterInstallationIndex>;
+  /** Clusters whose first list has been attempted, synced or not. */
+  readonly #attempted = new Set<string>();
 
   constructor(clusters: readonly Cluster[], options: WatchedIndexOptions) {
     const resolved = resolveWatchOptions(options);
@@ -89,25 +91,44 @@ export class InstallationIndex implements InstallationLookup {
 
   /** Starts every cluster's watch; resolves once each has made its first attempt (synced or not). */
   async start(): Promise<void> {
-    await Promise.all([...this.#clusters.values()].map((index) => index.watch.start()));
+    await Promise.all(
+      [...this.#clusters].map(async ([clusterId, index]) => {
+        await index.watch.start();
+        this.#attempted.add(clusterId);
+      }),
+    );
   }
 
   async stop(): Promise<void> {
     await Promise.all([...this.#clusters.values()].map((index) => index.watch.stop()));
   }
 
-  /** True once every cluster's index has synced at least once: the process's readiness. */
+  /** True once every cluster's index has synced at least once. */
   get hasSynced(): boolean {
     return [...this.#clusters.values()].every((index) => index.watch.hasSynced);
   }
 
+  /**
+   * The process's readiness: every cluster's first list attempted, at least one cluster synced, and
+   * every cluster synced at least once except those whose first attempt failed. One API server down
+   * when a replica starts must not keep it out of service for every other cluster — as replicas are
+   * replaced, that would empty the fleet — while that cluster's checks answer 503 on every replica
+   * alike. With one cluster, or none synced, the replica stays not ready until one syncs.
+   */
+  get ready(): boolean {
+    const clusters = [...this.#clusters];
+    if (clusters.length === 0) return true;
+    return clusters.every(([id, index]) => index.watch.hasSynced || this.#attempted.has(id)) && clusters.some(([, index]) => index.watch.hasSynced);
+  }
+
   /** Installations per cluster, for metrics and /readyz?verbose. */
-  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined }> {
+  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean; attempted: boolean; lastSyncedAt: Date | undefined }> {
     return [...this.#clusters].map(([clusterId, index]) => ({
       clusterId,
       size: index.store.size,
       synced: index.watch.synced,
       hasSynced: index.watch.hasSynced,
+      attempted: this.#attempted.has(clusterId),
       lastSyncedAt: index.watch.lastSyncedAt,
     }));
   }

@@ -27,7 +27,7 @@ import type { GrpcCallHandled } from "./grpc-server.ts";
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
 export interface IndexSizes {
-  (): Array<{ index: string; clusterId: string; size: number; synced: boolean; hasSynced?: boolean; lastSyncedAt?: Date | undefined }>;
+  (): Array<{ index: string; clusterId: string; size: number; synced: boolean; hasSynced?: boolean; attempted?: boolean; lastSyncedAt?: Date | undefined }>;
 }
 
 /**

@@ -62,7 +62,10 @@ export interface Ports {
   readonly revocations?: RevocationList;
   /** Present when `konfidence` is configured. */
   readonly konfidence?: KonfidencePorts;
-  /** True once every index has synced (a later outage of one is a 503 for its cluster only). */
+  /**
+   * True once every index has synced, save a cluster whose first list failed while another synced
+   * (InstallationIndex.ready); a later outage of one is a 503 for its cluster only.
+   */
   ready(): boolean;
   indexSizes: IndexSizes;
   /** Dependencies whose state /readyz?verbose shows without gating readiness (the OpenFGA store's resolution). */
@@ -115,7 +118,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     ...(revocations === undefined ? {} : { revocations: revocations.index }),
     konfidence: konfidence?.ports,
     dependencies: () => (canView === undefined ? [] : [canView.storeState()]),
-    ready: () => installations.hasSynced && (revocations?.index.hasSynced ?? true) && (konfidence?.projects.hasSynced ?? true),
+    ready: () => installations.ready && (revocations?.index.hasSynced ?? true) && (konfidence?.projects.hasSynced ?? true),
     indexSizes: () => [
       ...installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),
       ...(revocations === undefined ? [] : [{ index: "revocations", ...revocations.index.size() }]),

@@ -2,9 +2,10 @@
  * What /readyz answers, and with `?verbose` why: one line per check, `[+]` or `[-]`, then the verdict.
  *
  * A process is ready while it is not shutting down and every watched index has synced at least once
- * (Ports.ready). An index that loses its watch later does not take the replica out of service: its
- * own cluster's checks answer 503 while the other clusters are served, so one API server's outage
- * cannot empty the whole fleet. Such an index is listed `[-]` (unsynced) under a ready verdict.
+ * (Ports.ready), save a cluster whose first list failed while another cluster's synced
+ * (InstallationIndex.ready). An index that loses its watch later does not take the replica out of
+ * service either: its own cluster's checks answer 503 while the other clusters are served, so one
+ * API server's outage cannot empty the whole fleet. Such an index is listed `[-]` under a ready verdict.
  * Dependencies that do not gate readiness at all (the OpenFGA store's resolution: a check answers
  * 503 while it is unresolved) are listed for the operator, marked as such.
  *
@@ -38,6 +39,8 @@ export interface IndexState {
   readonly hasSynced?: boolean;
   /** When its list and watch last succeeded, where the index says. */
   readonly lastSyncedAt?: Date | undefined;
+  /** Its first list has been attempted (where the index says): a failed first list then gates no longer, once another cluster synced. */
+  readonly attempted?: boolean;
 }
 
 /** A dependency's state that does not gate readiness. */
@@ -58,18 +61,21 @@ export interface ProcessState {
 export function processReadiness(state: ProcessState): Readiness {
   const checks: ReadinessCheck[] = [
     { name: "shutdown", ok: !state.shuttingDown, state: state.shuttingDown ? "begun: not serving" : "not begun", gates: true },
-    ...state.indexes.map((i) => indexCheck(i)),
+    ...state.indexes.map((i) => indexCheck(i, state.indexes.some((other) => other.index === i.index && (other.hasSynced ?? other.synced)))),
     ...state.dependencies.map((d) => ({ ...d, gates: false })),
   ];
   return { ready: state.serving, checks };
 }
 
-function indexCheck(i: IndexState): ReadinessCheck {
+function indexCheck(i: IndexState, anotherClusterSynced: boolean): ReadinessCheck {
   const name = `index ${i.index} cluster=${i.clusterId}`;
   const objects = `${i.size} object${i.size === 1 ? "" : "s"}`;
   const last = i.lastSyncedAt === undefined ? "" : `, last synced ${i.lastSyncedAt.toISOString()}`;
   if (i.synced) return { name, ok: true, state: `synced, ${objects}${last}`, gates: true };
   if (i.hasSynced ?? false) return { name, ok: false, state: `unsynced${last || ", synced before"}: this cluster's checks answer 503 until its watch recovers`, gates: false };
+  if ((i.attempted ?? false) && anotherClusterSynced) {
+    return { name, ok: false, state: "never synced, its first list failed: this cluster's checks answer 503 until it syncs", gates: false };
+  }
   return { name, ok: false, state: "never synced: not ready until it has", gates: true };
 }
 

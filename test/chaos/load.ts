@@ -91,7 +91,9 @@ export class CheckLoad {
         );
       },
       (err: { code?: number; details?: string }) =>
-        record(err.code === 4 /* DEADLINE_EXCEEDED */ ? "timeout" : "grpc-error", false, `gRPC ${String(err.code)} ${String(err.details)}`.slice(0, 80)),
+        err.code === 4 /* DEADLINE_EXCEEDED */
+          ? record("timeout")
+          : record("grpc-error", false, `gRPC ${String(err.code)} ${String(err.details).replace(/\d+(\.\d+)?/g, "N")}`.slice(0, 80)),
     );
   }
 }

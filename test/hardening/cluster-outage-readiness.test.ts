@@ -2,7 +2,8 @@
  * One cluster's API server goes down after both clusters' indexes synced: the replica stays ready
  * and keeps serving the other cluster, the lost cluster's checks answer 503 (never an allow from a
  * view that may be stale), and /readyz?verbose says which index is unsynced and why that does not
- * take the replica out of service. Real ports (client-node ListWatch, SAR, TokenRequest, OpenFGA SDK)
+ * take the replica out of service. A replica that starts while one cluster's API server fails its
+ * first list is ready for the others too (with a single cluster it is not: test/hardening/faults.test.ts). Real ports (client-node ListWatch, SAR, TokenRequest, OpenFGA SDK)
  * against the wire fakes; the second cluster is a second fake API server.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -81,3 +82,44 @@ it("serves the synced cluster, answers 503 for the lost one, and stays ready", a
   expect(verbose.body).toContain(`[+]openfga store: ${w.config.openfga!.storeId} (configured by id) (does not gate readiness)\n`);
   expect(verbose.body.endsWith("\nready\n")).toBe(true);
 }, 30_000);
+
+it("a replica starting while one cluster's API server fails its first list is ready for the others, and serves that cluster once it syncs", async () => {
+  const dirB = mkdtempSync(join(tmpdir(), "portcullis-cluster-outage-start-"));
+  const failing = await new FakeKubeApi().start();
+  failing.put({ uid: ids.otherInstallation, name: "cert-manager", definitionHash: PINNED_HASH });
+  failing.serviceAccounts.add("plugin-cert-manager/plugin-cert-manager");
+  failing.faults.list = "status-500";
+  const kubeconfig = failing.writeKubeconfig(dirB);
+  const fresh = await startWired(
+    {},
+    { config: (config) => ({ ...config, clusters: [...config.clusters, { ...config.clusters[0]!, id: ids.otherCluster, kubeconfig }] }) },
+  );
+  try {
+    const check = async (cluster: string, installation: string) =>
+      fresh.server.check({
+        path: `/clusters/${cluster}/api/v1/namespaces/team-a/pods`,
+        headers: { authorization: `Bearer ${await pluginToken({ cluster_id: cluster, installation_id: installation })}` },
+        policy: "kube-api-proxy",
+      });
+    const readyzOf = async (query = "") => {
+      const res = await fetch(`http://127.0.0.1:${fresh.server.server.adminPort}/readyz${query}`);
+      return { status: res.status, body: await res.text() };
+    };
+    await until(async () => (await readyzOf()).status === 200, 10_000, "readiness with one cluster failing its first list");
+    expect(answers(fresh.ports, ids.otherCluster, ids.otherInstallation)).toBe(false);
+    expect(await check(ids.cluster, ids.installation)).toMatchObject({ allowed: true });
+    expect(await check(ids.otherCluster, ids.otherInstallation)).toMatchObject({ allowed: false, http: 503, reason: "dependency-unavailable" });
+    const verbose = await readyzOf("?verbose");
+    expect(verbose.body).toContain(
+      `[-]index plugininstallations cluster=${ids.otherCluster}: never synced, its first list failed: this cluster's checks answer 503 until it syncs (does not gate readiness)\n`,
+    );
+    expect(verbose.body.endsWith("\nready\n")).toBe(true);
+
+    failing.faults.list = "healthy";
+    await until(async () => (await check(ids.otherCluster, ids.otherInstallation)).allowed, 20_000, "the failing cluster to sync and be served");
+  } finally {
+    await fresh.stop();
+    await failing.stop();
+    rmSync(dirB, { recursive: true, force: true });
+  }
+}, 40_000);
