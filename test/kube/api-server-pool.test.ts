@@ -4,6 +4,7 @@
  * HTTP/2 first (as kube-apiserver does). HTTP/2 on a shared session is what froze portcullis in
  * issue 12 (test/kube/h2-abort-freeze.test.ts).
  */
+import { readFileSync, writeFileSync } from "node:fs";
 import { AuthorizationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { API_SERVER_POOL, Clusters } from "../../src/kube/clusters.ts";
@@ -98,5 +99,16 @@ describe("API server connections", () => {
     // The watch's connection counts against the same bound: it is in the same pool.
     expect(fake.maxOpenConnections).toBe(API_SERVER_POOL.connections);
     expect(fake.h2Sessions).toBe(0);
+  });
+
+  it("refuses a kubeconfig with a proxy-url rather than bypassing the proxy", async () => {
+    fake = await StartingApiServer.start();
+    const config = JSON.parse(readFileSync(fake.kubeconfigPath, "utf8")) as { clusters: { cluster: Record<string, string> }[] };
+    const first = config.clusters[0];
+    if (first === undefined) throw new Error("fake kubeconfig has no cluster");
+    first.cluster["proxy-url"] = "http://127.0.0.1:3128";
+    writeFileSync(fake.kubeconfigPath, JSON.stringify(config));
+
+    await expect(Clusters.load([{ id: "a", kubeconfig: fake.kubeconfigPath }])).rejects.toThrow("cluster a: kubeconfig proxy-url is not supported");
   });
 });
