@@ -61,6 +61,8 @@ const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256
 
 /** Providers kept at once (discovery documents and key sets); far above any real deployment. */
 const MAX_PROVIDERS = 1_000;
+/** OpenID Connect Core §2: `sub` "MUST NOT exceed 255 ASCII characters in length". */
+export const MAX_SUB_LENGTH = 255;
 
 /** The token's `iss`, read WITHOUT verification: only to pick the one provider that may verify it. */
 export function unverifiedIssuer(token: string): string | undefined {
@@ -147,6 +149,8 @@ export class OidcProviders implements WorkloadTokens {
       throw new TokenRejected(rejection(err));
     }
     if (typeof payload.sub !== "string") throw new TokenRejected("sub is not a string");
+    // It becomes x-konfidence-subject and a log field: bounded, as OpenID Connect Core §2 bounds it.
+    if (payload.sub.length === 0 || payload.sub.length > MAX_SUB_LENGTH) throw new TokenRejected(`sub is empty or longer than ${MAX_SUB_LENGTH} characters`);
     const aud = payload.aud;
     const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud.filter((a) => typeof a === "string") : [];
     // jwtVerify checked that `iss` is the issuer the discovery document names.

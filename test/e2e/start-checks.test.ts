@@ -77,14 +77,15 @@ function run(args: string[], env: Record<string, string>): Promise<Run> {
   });
 }
 
-/** Starts the server and waits for /readyz 200; stops it with SIGTERM and expects exit 0. */
-async function startsReady(path: string, env: Record<string, string>): Promise<void> {
-  const admin = (parse(readFileSync(path, "utf8")) as { listen: { admin: string } }).listen.admin;
+/** Starts the server and waits for /readyz 200 (then runs `whileReady`); stops it with SIGTERM and expects exit 0. */
+async function startsReady(path: string, env: Record<string, string>, whileReady?: (grpc: string) => Promise<void>): Promise<void> {
+  const { admin, grpc } = (parse(readFileSync(path, "utf8")) as { listen: { admin: string; grpc: string } }).listen;
   const { child, output } = spawnCli(["--config", path], env);
   try {
     await expect
       .poll(async () => (child.exitCode === null ? (await fetch(`http://${admin}/readyz`).catch(() => undefined))?.status : `exited: ${output.stderr}`), { timeout: 30_000, interval: 200 })
       .toBe(200);
+    await whileReady?.(grpc);
   } finally {
     child.kill("SIGTERM");
   }
@@ -207,6 +208,18 @@ describe("a broken configuration: validate-config and the server exit 2 naming t
     const path = write("control.yaml", await valid());
     expect((await run(["validate-config", path], BASE_ENV)).code).toBe(0);
     await startsReady(path, BASE_ENV);
+  }, 90_000);
+});
+
+describe("a Konfidence-only configuration (no tokens, openfga or clusters)", () => {
+  it("passes validate-config, starts ready, and answers a Fundament route 403 no-policy", async () => {
+    const path = write("konfidence-only.yaml", { listen: await listen(), shutdown: { drainMs: 0 }, konfidence: { cluster: { kubeconfig: api.kubeconfigPath } } });
+    expect(await run(["validate-config", path], BASE_ENV)).toMatchObject({ code: 0, lingered: false });
+    await startsReady(path, BASE_ENV, async (grpc) => {
+      const denied = await run(["check", "--server", grpc, "--policy", "kube-api-proxy", "--path", `/clusters/${CLUSTER}/version`, "--token", "x"], {});
+      expect(denied, denied.stderr).toMatchObject({ code: 1 });
+      expect(denied.stdout).toMatch(/^decision: deny\nstatus: {3}403\nreason: {3}no-policy\n/);
+    });
   }, 90_000);
 });
 
