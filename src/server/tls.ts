@@ -90,23 +90,36 @@ function readTlsFile(path: string, field: string): Buffer {
   }
 }
 
-/** Logs when the certificate on disk changes or stops being readable (the provider reports every poll). */
+/**
+ * Logs each change of what the provider read (it reports every poll): a new usable pair, files that
+ * cannot be read, or a pair grpc-js will refuse (the key is not the certificate's, e.g. between the
+ * two writes of a rotation). In the last two cases new connections are refused until it is fixed.
+ */
 function watchCertificate(logger: Logger): { listener: grpc.experimental.IdentityCertificateUpdateListener; firstRead: Promise<boolean> } {
-  let current: Buffer | null | undefined;
+  let current: Buffer | undefined;
+  let first = true;
   const { promise: firstRead, resolve: settleFirstRead } = Promise.withResolvers<boolean>();
   const listener = (update: grpc.experimental.IdentityCertificateUpdate | null) => {
-    const certificate = update?.certificate ?? null;
-    if (current === undefined) {
-      current = certificate;
-      settleFirstRead(certificate !== null);
+    const read = update === null ? Buffer.alloc(0) : Buffer.concat([update.certificate, update.privateKey]);
+    if (current !== undefined && read.equals(current)) return;
+    current = read;
+    const state = update === null ? "unreadable" : pairState(update);
+    if (first) {
+      first = false;
+      settleFirstRead(state === "usable");
       return;
     }
-    if (certificate === null) {
-      if (current !== null) logger.error({ setting: "listen.tls" }, "TLS certificate files unreadable: new connections are refused until they are");
-    } else if (current === null || !certificate.equals(current)) {
-      logger.info({ setting: "listen.tls" }, "TLS certificate reloaded: new connections use it");
-    }
-    current = certificate;
+    if (state === "usable") logger.info({ setting: "listen.tls" }, "TLS certificate reloaded: new connections use it");
+    else if (state === "unreadable") logger.error({ setting: "listen.tls" }, "TLS certificate files unreadable: new connections are refused until they are");
+    else logger.error({ setting: "listen.tls" }, "TLS key is not the certificate's: new connections are refused until it is");
   };
   return { listener, firstRead };
+}
+
+function pairState(update: grpc.experimental.IdentityCertificateUpdate): "usable" | "mismatched" {
+  try {
+    return new X509Certificate(update.certificate).checkPrivateKey(createPrivateKey(update.privateKey)) ? "usable" : "mismatched";
+  } catch {
+    return "mismatched";
+  }
 }

@@ -4,7 +4,7 @@
  * same credentials, a certificate rotated on disk picked up by new handshakes, and bad files refused
  * at start naming the field.
  */
-import { copyFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, rmSync, writeFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configSchema } from "../../src/config/schema.ts";
@@ -152,7 +152,50 @@ describe("certificate rotation on disk", () => {
     expect(await checkOver(port)).toEqual(ALLOWED);
     expect(server.logs.some((l) => l["msg"] === "TLS certificate reloaded: new connections use it")).toBe(true);
   });
+
+  // Fail closed while the files on disk are unusable: no connection is accepted (never one in
+  // plaintext or with a stale key), and the listener recovers by itself when they are fixed.
+  const broken: Array<{ name: string; breakFiles: () => void; logged: string }> = [
+    {
+      name: "both files removed",
+      logged: "TLS certificate files unreadable: new connections are refused until they are",
+      breakFiles: () => {
+        rmSync(pki.path("live.crt"));
+        rmSync(pki.path("live.key"));
+      },
+    },
+    {
+      name: "a certificate whose key is not written yet (a rotation in two writes)",
+      breakFiles: () => writeFileSync(pki.path("live.crt"), pki.pem("server.crt")),
+      logged: "TLS key is not the certificate's: new connections are refused until it is",
+    },
+  ];
+  it.each(broken)("$name: new connections refused until the pair is whole again", async ({ breakFiles, logged }) => {
+    const port = server.server.grpcPort;
+    writeFileSync(pki.path("live.key"), pki.pem("server-next.key"));
+    writeFileSync(pki.path("live.crt"), pki.pem("server-next.crt"));
+    await until(async () => (await connectTls(port)).accepted, "the whole pair to be served");
+
+    breakFiles();
+    await until(async () => !(await connectTls(port)).accepted, "connections to be refused");
+    expect(await plaintextCheck(port)).toMatchObject({ code: grpc.status.UNAVAILABLE });
+    expect(server.logs.filter((l) => l["msg"] === logged)).toEqual([expect.objectContaining({ level: 50, setting: "listen.tls" })]);
+
+    writeFileSync(pki.path("live.key"), pki.pem("server-next.key"));
+    writeFileSync(pki.path("live.crt"), pki.pem("server-next.crt"));
+    await until(async () => (await connectTls(port)).accepted, "connections to be accepted again");
+    expect(await checkOver(port)).toEqual(ALLOWED);
+  });
 });
+
+/** Polls every 50 ms, for at most 5 s (the reload interval here is 100 ms). */
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await condition()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
 
 describe("bad TLS files stop the start, naming the field", () => {
   const rows: Array<{ name: string; tls: () => Record<string, string>; field: string }> = [
