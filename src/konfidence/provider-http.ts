@@ -31,6 +31,9 @@ export class ProviderHttp {
   constructor(options: ProviderHttpOptions) {
     this.#options = options;
     this.#agent = new Agent({
+      // HTTP/1.1 only, as for the API servers: an aborted HTTP/2 stream can wedge Node's native send
+      // loop (docs/upstream/undici-h2-abort-freeze.md).
+      allowH2: false,
       connect: options.ca === undefined ? {} : { ca: [...rootCertificates, options.ca] },
     });
   }
