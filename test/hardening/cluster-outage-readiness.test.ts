@@ -58,9 +58,15 @@ const readyz = async (query = "") => {
   return { status: res.status, body: await res.text() };
 };
 
+/**
+ * An allow, retried briefly: the fakes' deadlines are a few hundred milliseconds, which a loaded
+ * machine can miss once (a 503, fail-closed); the synced cluster must be served, not on every try.
+ */
+const served = (check: () => Promise<{ allowed: boolean }>, what: string) => until(async () => (await check()).allowed, 5_000, what);
+
 it("serves the synced cluster, answers 503 for the lost one, and stays ready", async () => {
-  expect(await checkOn(ids.cluster, ids.installation)).toMatchObject({ allowed: true });
-  expect(await checkOn(ids.otherCluster, ids.otherInstallation)).toMatchObject({ allowed: true });
+  await served(() => checkOn(ids.cluster, ids.installation), "the first cluster to be served");
+  await served(() => checkOn(ids.otherCluster, ids.otherInstallation), "the second cluster to be served");
   const before = await readyz("?verbose");
   expect(before.status).toBe(200);
   expect(before.body).toContain(`[+]index plugininstallations cluster=${ids.otherCluster}: synced, 1 object`);
@@ -69,7 +75,7 @@ it("serves the synced cluster, answers 503 for the lost one, and stays ready", a
   await until(() => !answers(w.ports, ids.otherCluster, ids.otherInstallation), 10_000, "the lost cluster's index to go unsynced");
 
   expect(await checkOn(ids.otherCluster, ids.otherInstallation)).toMatchObject({ allowed: false, http: 503, reason: "dependency-unavailable" });
-  expect(await checkOn(ids.cluster, ids.installation)).toMatchObject({ allowed: true });
+  await served(() => checkOn(ids.cluster, ids.installation), "the synced cluster to be served during the other's outage");
   expect(w.server.server.health.serving).toBe(true);
   expect(await readyz()).toEqual({ status: 200, body: "ready\n" });
   const verbose = await readyz("?verbose");
@@ -107,7 +113,7 @@ it("a replica starting while one cluster's API server fails its first list is re
     };
     await until(async () => (await readyzOf()).status === 200, 10_000, "readiness with one cluster failing its first list");
     expect(answers(fresh.ports, ids.otherCluster, ids.otherInstallation)).toBe(false);
-    expect(await check(ids.cluster, ids.installation)).toMatchObject({ allowed: true });
+    await served(() => check(ids.cluster, ids.installation), "the synced cluster to be served");
     expect(await check(ids.otherCluster, ids.otherInstallation)).toMatchObject({ allowed: false, http: 503, reason: "dependency-unavailable" });
     const verbose = await readyzOf("?verbose");
     expect(verbose.body).toContain(
