@@ -52,6 +52,8 @@ export function environmentIssues(config: Config, env: NodeJS.ProcessEnv = proce
       return undefined;
     });
   });
+  const caFile = config.tokens?.jwks?.caFile;
+  if (caFile !== undefined) check("tokens.jwks.caFile", () => unreadable(caFile));
   const apiToken = config.openfga?.apiToken;
   if (apiToken !== undefined) check("openfga.apiToken", () => void readSecret(apiToken, "openfga.apiToken", env));
   config.clusters.forEach((cluster, i) => check(`clusters[${i}]`, () => kubeconfigProblem(cluster, env)));

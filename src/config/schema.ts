@@ -89,7 +89,27 @@ export const configSchema = z
       .default({ explain: false }),
     tokens: z
       .object({
-        secrets: z.array(secretSource).min(1).describe("HS256 secrets; any verifies (rotation)"),
+        mode: z
+          .enum(["hs256", "migration", "asymmetric"])
+          .default("hs256")
+          .describe("which signatures are accepted: hs256 (the shared secret), migration (both, counted per algorithm), asymmetric (authn-api's JWKS only; HS256 refused)"),
+        secrets: z.array(secretSource).min(1).optional().describe("HS256 secrets; any verifies (rotation). Required in modes hs256 and migration, refused in asymmetric"),
+        jwks: z
+          .object({
+            url: z.url({ protocol: /^https$/, error: "expected an https:// URL" }).describe("authn-api's JWKS (its public keys), e.g. https://authn-api/.well-known/jwks.json"),
+            algorithms: z
+              .array(z.enum(["EdDSA", "ES256", "RS256"]))
+              .min(1)
+              .default(["EdDSA", "ES256", "RS256"])
+              .describe("the asymmetric algorithms accepted; a token naming another is refused"),
+            cacheMaxAgeMs: periodMs(1_000).default(600_000).describe("the key set is refetched once older than this; a key removed from the JWKS stops verifying within it"),
+            cooldownMs: periodMs(100).default(30_000).describe("an unknown kid refetches the key set at most once per this (a new key is seen on first use)"),
+            timeoutMs: deadlineMs().default(2_000).describe("deadline of one JWKS fetch; a failed or timed-out fetch is a 503"),
+            caFile: z.string().min(1).optional().describe("PEM bundle trusted for the JWKS URL in addition to the system roots"),
+          })
+          .strict()
+          .optional()
+          .describe("authn-api's public keys (FUN-17 §9); required in modes migration and asymmetric, refused in hs256"),
         issuer: z.string().min(1).default("fundament-authn-api"),
         clockToleranceSeconds: z.number().int().min(0).max(300).default(5),
         cacheMaxEntries: z.number().int().positive().default(20_000),
@@ -101,6 +121,16 @@ export const configSchema = z
           ),
       })
       .strict()
+      .superRefine((t, ctx) => {
+        // Each mode takes exactly the key material it verifies with: a secret configured in
+        // asymmetric mode would still be a forge path, a JWKS in hs256 mode would be unused.
+        if ((t.mode !== "asymmetric") !== (t.secrets !== undefined)) {
+          ctx.addIssue({ code: "custom", path: ["secrets"], message: t.mode === "asymmetric" ? "mode asymmetric takes no secrets" : `mode ${t.mode} needs secrets` });
+        }
+        if ((t.mode !== "hs256") !== (t.jwks !== undefined)) {
+          ctx.addIssue({ code: "custom", path: ["jwks"], message: t.mode === "hs256" ? "mode hs256 takes no jwks" : `mode ${t.mode} needs jwks` });
+        }
+      })
       .optional()
       .describe("Fundament tokens (FUN-17); with openfga, or neither in a Konfidence-only deployment"),
     openfga: z

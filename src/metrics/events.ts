@@ -85,6 +85,19 @@ export function publishRevoked(policy: string, scope: string): void {
   if (revokedRequests.hasSubscribers) revokedRequests.publish({ policy, scope } satisfies RevokedRequest);
 }
 
+/** A Fundament token accepted: which algorithm signed it (HS256 or authn-api's asymmetric key), per token type. */
+export interface TokenVerified {
+  readonly alg: string;
+  /** user, plugin or other-audience. */
+  readonly type: string;
+}
+
+export const tokensVerified = channel("portcullis:token-verified");
+
+export function publishTokenVerified(alg: string, type: string): void {
+  if (tokensVerified.hasSubscribers) tokensVerified.publish({ alg, type } satisfies TokenVerified);
+}
+
 export function publishCacheLookup(cache: string, outcome: string | undefined): void {
   if (cacheLookups.hasSubscribers) cacheLookups.publish({ cache, outcome: outcome ?? "unknown" } satisfies CacheLookup);
 }

@@ -20,6 +20,7 @@ import type {
   ProviderBackoffChange,
   ProviderFetchRefused,
   RevokedRequest,
+  TokenVerified,
 } from "./events.ts";
 
 import type { GrpcCallHandled } from "./grpc-server.ts";
@@ -213,6 +214,21 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
   subscribe("portcullis:revoked", (message) => {
     const m = message as RevokedRequest;
     revoked.inc({ policy: m.policy, scope: m.scope });
+  });
+  // Per accepted token, cache hits included: the HS256 → asymmetric migration is watched draining here.
+  const verifiedCounts = new LabelledCounts<"alg", "type">("alg", "type");
+  new Counter({
+    name: "portcullis_tokens_verified_total",
+    help: "Fundament tokens accepted, by signing algorithm (HS256, EdDSA, ES256, RS256) and token type (user, plugin, other-audience)",
+    labelNames: ["alg", "type"],
+    registers: [registry],
+    collect() {
+      verifiedCounts.drain((labels, delta) => this.inc(labels, delta));
+    },
+  });
+  subscribe("portcullis:token-verified", (message) => {
+    const m = message as TokenVerified;
+    verifiedCounts.add(m.alg, m.type);
   });
   return registry;
 }

@@ -38,7 +38,7 @@ import { connectKonfidence, konfidencePolicy } from "../konfidence/wiring.ts";
 import { TokenRequests } from "../kube/service-account-tokens.ts";
 import { SubjectAccessReviews } from "../kube/user-access-review.ts";
 import { createMetrics, type IndexSizes } from "../metrics/prometheus.ts";
-import { TokenVerifier } from "../tokens/fundament.ts";
+import { tokenVerifierFor } from "./token-verifier.ts";
 import { type AdminOptions, createAdminServer } from "./admin.ts";
 import { createExplainer, type Explainer, explainAudit } from "./explain.ts";
 import { Health } from "./health.ts";
@@ -178,13 +178,7 @@ export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Pol
 }
 
 function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["tokens"]>, canView: ClusterViewCheck, ports: Ports, audit: AuditSink): Policy[] {
-  const secrets = tokenConfig.secrets.map((s, i) => new TextEncoder().encode(readSecret(s, `tokens.secrets[${i}]`)));
-  const tokens = new TokenVerifier({
-    secrets,
-    issuer: tokenConfig.issuer,
-    clockToleranceSeconds: tokenConfig.clockToleranceSeconds,
-    cacheMaxEntries: tokenConfig.cacheMaxEntries,
-  });
+  const tokens = tokenVerifierFor(tokenConfig);
   const cookieOrigins = new Set(tokenConfig.cookieOrigins.map((origin) => new URL(origin).origin));
   const platform = config.platform.services;
   return [

@@ -1,11 +1,21 @@
 /**
- * Fundament tokens (FUN-17 §3): HS256, one shared secret (a list, for rotation), issuer
- * `fundament-authn-api`; UserToken and PluginToken are told apart by `aud` alone.
+ * Fundament tokens (FUN-17 §3): issuer `fundament-authn-api`; UserToken and PluginToken are told
+ * apart by `aud` alone. Signed either with HS256 and the shared secret (a list, for rotation), or —
+ * FUN-17 §9's planned hardening, where authn-api alone holds a private key — with EdDSA, ES256 or
+ * RS256, verified against authn-api's JWKS. The mode says which are accepted:
+ *  - `hs256`: the shared secret only (FUN-17 v1);
+ *  - `migration`: both, each use counted by algorithm and token type, so HS256 traffic can be
+ *    watched draining before it is turned off;
+ *  - `asymmetric`: the JWKS only; an HS256 token is refused, so no holder of the old secret can forge.
+ * The header's `alg` only picks which of the two verifications runs; each verification allows only
+ * its own algorithms and keys (HMAC: the secrets; asymmetric: the JWKS, whose keys jose matches by
+ * `kid` and by type), so no header can make a public key serve as an HMAC secret.
  */
 import { createSecretKey, hash, type KeyObject } from "node:crypto";
-import { errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
+import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { LRUCache } from "lru-cache";
-import { publishCacheLookup } from "../metrics/events.ts";
+import { DependencyUnavailable, errorSummary } from "../authz/errors.ts";
+import { publishCacheLookup, publishTokenVerified } from "../metrics/events.ts";
 import { isDefinitionHash, isDnsLabel, isUuid, isPluginVersion } from "./claim-formats.ts";
 
 export const USER_AUDIENCE = "fundament-user";
@@ -37,9 +47,27 @@ export type FundamentClaims = UserClaims | PluginClaims | { readonly type: "othe
 
 export type VerifyResult = { readonly ok: true; readonly claims: FundamentClaims } | { readonly ok: false; readonly detail: string };
 
+export type TokenMode = "hs256" | "migration" | "asymmetric";
+
+/** The asymmetric algorithms authn-api may sign with. */
+export const ASYMMETRIC_ALGORITHMS = ["EdDSA", "ES256", "RS256"] as const;
+export type AsymmetricAlgorithm = (typeof ASYMMETRIC_ALGORITHMS)[number];
+
+/** authn-api's public keys: jose's remote JWKS (src/tokens/jwks.ts), or a local set in tests. */
+export interface PublicKeys {
+  readonly keys: JWTVerifyGetKey;
+  /** The algorithms accepted; a token naming any other is refused before a key is looked up. */
+  readonly algorithms: readonly AsymmetricAlgorithm[];
+  /** A verified token is reused at most this long, so a key removed from the JWKS stops verifying once the key set is refetched. */
+  readonly cacheMaxAgeMs: number;
+}
+
 export interface TokenVerifierOptions {
-  /** Every secret currently accepted; the first one is authn-api's signing secret, the rest are being rotated out or in. */
+  readonly mode: TokenMode;
+  /** Every secret currently accepted (hs256, migration); the first one is authn-api's signing secret, the rest are being rotated out or in. */
   readonly secrets: readonly Uint8Array[];
+  /** authn-api's public keys (migration, asymmetric). */
+  readonly publicKeys?: PublicKeys;
   readonly issuer: string;
   readonly clockToleranceSeconds: number;
   readonly cacheMaxEntries: number;
@@ -47,57 +75,101 @@ export interface TokenVerifierOptions {
   readonly now?: () => number;
 }
 
+/** A verified token: its claims and the algorithm it was signed with (for the migration metric). */
+interface Verified {
+  readonly claims: FundamentClaims;
+  readonly alg: string;
+}
+
 export class TokenVerifier {
   readonly #keys: readonly KeyObject[];
+  readonly #publicKeys: PublicKeys | undefined;
   readonly #options: TokenVerifierOptions;
   readonly #now: () => number;
   /**
    * Verified tokens by the SHA-256 of their exact text (43 characters instead of the token's ~600:
    * most of an entry's memory, and cheaper to look up than hashing the whole token as a Map key);
-   * an entry never outlives the token's `exp`. Failures are never cached.
+   * an entry never outlives the token's `exp` (nor, for a JWKS-verified token, the key set's
+   * cache age). Failures are never cached.
    */
-  readonly #verified: LRUCache<string, FundamentClaims>;
+  readonly #verified: LRUCache<string, Verified>;
 
   constructor(options: TokenVerifierOptions) {
-    if (options.secrets.length === 0) throw new TypeError("tokens: at least one secret is required");
+    const needsSecrets = options.mode !== "asymmetric";
+    const needsKeys = options.mode !== "hs256";
+    if (needsSecrets !== options.secrets.length > 0) throw new TypeError(`tokens: mode ${options.mode} ${needsSecrets ? "needs at least one secret" : "takes no secret"}`);
+    if (needsKeys !== (options.publicKeys !== undefined)) throw new TypeError(`tokens: mode ${options.mode} ${needsKeys ? "needs a JWKS" : "takes no JWKS"}`);
     this.#keys = options.secrets.map((s) => createSecretKey(s));
+    this.#publicKeys = options.publicKeys;
     this.#options = options;
     this.#now = options.now ?? Date.now;
     this.#verified = new LRUCache({ max: options.cacheMaxEntries, ttlAutopurge: false, perf: { now: () => this.#now() } });
   }
 
+  /** Throws DependencyUnavailable when the JWKS cannot be fetched: a 503, never an allow. */
   async verify(token: string): Promise<VerifyResult> {
     const key = hash("sha256", token, "base64url");
     const cached = this.#verified.get(key);
-    if (cached !== undefined && cached.exp * 1000 > this.#now()) {
+    if (cached !== undefined && cached.claims.exp * 1000 > this.#now()) {
       publishCacheLookup("verified_token", "hit");
-      return { ok: true, claims: cached };
+      publishTokenVerified(cached.alg, cached.claims.type);
+      return { ok: true, claims: cached.claims };
     }
     publishCacheLookup("verified_token", "miss");
-    const payload = await this.#verifySignatureAndTime(token);
+    const alg = algorithmOf(token);
+    if (alg === undefined) return { ok: false, detail: "no readable alg in the token's header" };
+    const payload = await this.#verifySignatureAndTime(token, alg);
     if (typeof payload === "string") return { ok: false, detail: payload };
     const claims = classify(payload);
     if (typeof claims === "string") return { ok: false, detail: claims };
-    const ttl = claims.exp * 1000 - this.#now();
-    if (ttl > 0) this.#verified.set(key, claims, { ttl });
+    const untilExp = claims.exp * 1000 - this.#now();
+    const ttl = alg === "HS256" ? untilExp : Math.min(untilExp, this.#publicKeys!.cacheMaxAgeMs);
+    if (ttl > 0) this.#verified.set(key, { claims, alg }, { ttl });
+    publishTokenVerified(alg, claims.type);
     return { ok: true, claims };
   }
 
-  async #verifySignatureAndTime(token: string): Promise<JWTPayload | string> {
+  /** Picks the verification by the header's `alg`, within what the mode accepts; anything else is refused unverified. */
+  async #verifySignatureAndTime(token: string, alg: string): Promise<JWTPayload | string> {
+    const mode = this.#options.mode;
+    if (alg === "HS256") return mode === "asymmetric" ? "HS256 is not accepted (tokens.mode asymmetric)" : this.#verifyHmac(token);
+    if (this.#publicKeys !== undefined && (this.#publicKeys.algorithms as readonly string[]).includes(alg)) return this.#verifyPublicKey(token, this.#publicKeys);
+    return "algorithm not allowed";
+  }
+
+  async #verifyPublicKey(token: string, publicKeys: PublicKeys): Promise<JWTPayload | string> {
+    const now = this.#now();
+    try {
+      const { payload } = await jwtVerify(token, publicKeys.keys, { ...this.#claimChecks(now), algorithms: [...publicKeys.algorithms] });
+      return this.#issuedInThePast(payload, now);
+    } catch (err) {
+      if (isKeySetFailure(err)) throw new DependencyUnavailable(AUTHN_JWKS, `key set unusable: ${errorSummary(err)}`, { cause: err });
+      if (err instanceof DependencyUnavailable) throw err;
+      if (err instanceof joseErrors.JWKSNoMatchingKey) return "no key of authn-api's JWKS matches the token";
+      return describe(err);
+    }
+  }
+
+  #claimChecks(now: number) {
+    return {
+      issuer: this.#options.issuer,
+      clockTolerance: this.#options.clockToleranceSeconds,
+      requiredClaims: ["exp", "sub", "aud"],
+      currentDate: new Date(now),
+    };
+  }
+
+  #issuedInThePast(payload: JWTPayload, now: number): JWTPayload | string {
+    if (typeof payload.iat === "number" && payload.iat > now / 1000 + this.#options.clockToleranceSeconds) return "token issued in the future";
+    return payload;
+  }
+
+  async #verifyHmac(token: string): Promise<JWTPayload | string> {
     const now = this.#now();
     for (const key of this.#keys) {
       try {
-        const { payload } = await jwtVerify(token, key, {
-          algorithms: ["HS256"],
-          issuer: this.#options.issuer,
-          clockTolerance: this.#options.clockToleranceSeconds,
-          requiredClaims: ["exp", "sub", "aud"],
-          currentDate: new Date(now),
-        });
-        if (typeof payload.iat === "number" && payload.iat > now / 1000 + this.#options.clockToleranceSeconds) {
-          return "token issued in the future";
-        }
-        return payload;
+        const { payload } = await jwtVerify(token, key, { ...this.#claimChecks(now), algorithms: ["HS256"] });
+        return this.#issuedInThePast(payload, now);
       } catch (err) {
         if (err instanceof joseErrors.JWSSignatureVerificationFailed) continue;
         return describe(err);
@@ -105,6 +177,40 @@ export class TokenVerifier {
     }
     return "signature does not verify";
   }
+}
+
+/** The dependency name of authn-api's JWKS in metrics and 503s. */
+export const AUTHN_JWKS = "authn-api-jwks";
+
+/** The protected header's `alg`, when the token has a readable header naming one. */
+function algorithmOf(token: string): string | undefined {
+  try {
+    const alg = decodeProtectedHeader(token).alg;
+    return typeof alg === "string" ? alg : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The token's fault (401): its signature, claims, header or key reference. Anything else from a
+ * JWKS verification (a fetch that failed, timed out, answered non-200 or no JWKS) is the key set's:
+ * a 503, never a verdict on the token.
+ */
+const TOKEN_FAULTS = [
+  joseErrors.JWTExpired,
+  joseErrors.JWTClaimValidationFailed,
+  joseErrors.JWTInvalid,
+  joseErrors.JWSInvalid,
+  joseErrors.JWSSignatureVerificationFailed,
+  joseErrors.JOSEAlgNotAllowed,
+  joseErrors.JOSENotSupported,
+  joseErrors.JWKSNoMatchingKey,
+  joseErrors.JWKSMultipleMatchingKeys,
+];
+
+function isKeySetFailure(err: unknown): boolean {
+  return !(err instanceof DependencyUnavailable) && !TOKEN_FAULTS.some((fault) => err instanceof fault);
 }
 
 /** A message about a rejected token that is safe to log: names the rule, never the token. */

@@ -9,6 +9,10 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REASONS } from "../../src/authz/reasons.ts";
 import type { RequestSpec } from "../support/envoy.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FakeRevocationApi } from "../support/wire-fakes/revocations.ts";
 import { indexAnswers, startWired, until, type Wired } from "../support/wire-fakes/wired.ts";
 import { ids, OLD_SECRET, pluginToken, SECRET, userToken } from "../support/tokens.ts";
 import { signatureOf } from "./jwt-craft.ts";
@@ -20,6 +24,10 @@ const PODS = `/clusters/${ids.cluster}/api/v1/namespaces/team-a/pods`;
 const RUNTIME = `/installations/${ids.installation}/runtime/`;
 
 let w: Wired;
+/** The management cluster's deny-list, revoking one user for the `revoked` step. */
+let revocationSource: FakeRevocationApi;
+let dir: string;
+const REVOKED_USER = randomUUID();
 /** Every token a request carried. */
 const tokens: string[] = [];
 /** Every denial body and header value, and which reasons were seen. */
@@ -70,6 +78,7 @@ const steps: Step[] = [
   { name: "user-sar-denied", expect: "user-sar-denied", fault: (x) => void (x.kube.sarAllowed = () => false), request: async () => kube({ authorization: `Bearer ${await t(pluginToken())}` }) },
   { name: "installation-unavailable", expect: "installation-unavailable", request: async () => kube({ authorization: `Bearer ${await t(pluginToken({ installation_id: randomUUID() }))}` }) },
   { name: "user-unavailable", expect: "user-unavailable", request: async () => kube({ authorization: `Bearer ${await t(userToken({ sub: randomUUID() }))}` }) },
+  { name: "revoked", expect: "revoked", request: async () => kube({ authorization: `Bearer ${await t(pluginToken({ sub: REVOKED_USER }))}` }) },
   { name: "impersonation-forbidden", expect: "impersonation-forbidden", request: async () => kube({ authorization: `Bearer ${await t(pluginToken())}`, "impersonate-user": "admin" }) },
   { name: "unknown-cluster", expect: "unknown-cluster", request: async () => kube({ authorization: `Bearer ${await t(pluginToken({ cluster_id: ids.otherCluster }))}` }, `/clusters/${ids.otherCluster}/api/v1/pods`) },
   { name: "not-found", expect: "not-found", request: async () => kube({ authorization: `Bearer ${await t(pluginToken())}` }, `/clusters/${ids.cluster}/healthz`) },
@@ -102,14 +111,21 @@ const steps: Step[] = [
 ];
 
 beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "portcullis-secrets-"));
+  revocationSource = await new FakeRevocationApi().start();
+  revocationSource.put("user-revoked", { reason: "INC", user: { id: REVOKED_USER } });
+  const revocations = { kubeconfig: revocationSource.writeKubeconfig(dir) };
   w = await startWired(
     { logLevel: "trace" },
-    { config: (c) => ({ ...c, openfga: { ...c.openfga!, apiToken: { env: "PORTCULLIS_TEST_FGA_TOKEN" } } }) },
+    { config: (c) => ({ ...c, openfga: { ...c.openfga!, apiToken: { env: "PORTCULLIS_TEST_FGA_TOKEN" } }, revocations }) },
   );
+  await until(() => w.ports.ready(), 5_000, "the revocation index to sync");
 });
 
 afterAll(async () => {
   await w.stop();
+  await revocationSource.stop();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 describe("a representative run leaks nothing", () => {
@@ -143,6 +159,7 @@ describe("a representative run leaks nothing", () => {
       ["the HS256 secret", SECRET],
       ["the old HS256 secret", OLD_SECRET],
       ["portcullis's kubeconfig token", w.kube.bearer],
+      ["portcullis's revocation-source kubeconfig token", revocationSource.bearer],
       ["portcullis's OpenFGA API token", FGA_TOKEN],
       ...tokens.flatMap((tok, i) => [[`token #${i}`, tok], [`signature of token #${i}`, signatureOf(tok)]]),
       ...w.kube.issuedTokens.map((tok, i) => [`injected ServiceAccount token #${i}`, tok]),

@@ -7,6 +7,7 @@ const NOW = 1_900_000_000_000;
 const nowS = NOW / 1000;
 const verifier = (now = () => NOW) =>
   new TokenVerifier({
+    mode: "hs256",
     secrets: [SECRET, OLD_SECRET].map((s) => new TextEncoder().encode(s)),
     issuer: "fundament-authn-api",
     clockToleranceSeconds: 5,
