@@ -1,0 +1,51 @@
+/**
+ * The README's first lines (issue 13): the prerequisites, then the two commands. The prerequisites
+ * say what scripts/deps/install.sh needs (the Go version the go.mod files declare, Debian's apt for
+ * etcd, root or sudo); the validate-config command it shows passes as printed.
+ */
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { cli } from "../cli/run.ts";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const readme = readFileSync(resolve(ROOT, "README.md"), "utf8");
+const install = readFileSync(resolve(ROOT, "scripts/deps/install.sh"), "utf8");
+
+describe("README", () => {
+  const firstBlock = readme.indexOf("```sh\n");
+  const beforeCommands = readme.slice(0, firstBlock);
+
+  it("opens with the prerequisites, then exactly the two commands", () => {
+    expect(readme.slice(firstBlock).split("\n").slice(0, 4)).toEqual([
+      "```sh",
+      expect.stringMatching(/^npm install && npm start {3}# /),
+      expect.stringMatching(/^npm install && npm test {4}# /),
+      "```",
+    ]);
+    expect(beforeCommands.split("\n")[0]).toBe("# portcullis");
+  });
+
+  it("names the Go version the dependency builds declare", () => {
+    const declared = new Set(
+      ["scripts/deps/kube-apiserver/go.mod", "scripts/deps/requestinfo-oracle/go.mod"].map((f) => /^go (\d+\.\d+)/m.exec(readFileSync(resolve(ROOT, f), "utf8"))![1]),
+    );
+    expect(declared.size).toBe(1);
+    expect(beforeCommands).toContain(`**Go ≥ ${[...declared][0]}**`);
+    expect(install).toContain("command -v go");
+  });
+
+  it("names Debian's apt for etcd and root or sudo, as install.sh uses them", () => {
+    expect(install).toMatch(/apt-get download [^\n]*etcd-server/);
+    expect(install).toMatch(/sudo=\(sudo\)/);
+    expect(beforeCommands).toMatch(/Debian's apt, `etcd-server`/);
+    expect(beforeCommands).toMatch(/root or `sudo`/);
+  });
+
+  it("its validate-config command passes as printed", async () => {
+    const line = readme.split("\n").find((l) => l.startsWith("npm start -- validate-config"))!;
+    const args = line.replace(/\s+#.*$/, "").split(/\s+/).slice(3);
+    expect(args[0]).toBe("validate-config");
+    expect(await cli(args)).toMatchObject({ code: 0, stderr: "" });
+  });
+});
