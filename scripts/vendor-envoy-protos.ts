@@ -31,6 +31,7 @@ const SEEDS = [
   "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
   "envoy/extensions/access_loggers/stream/v3/stream.proto",
   "envoy/extensions/access_loggers/file/v3/file.proto",
+  "envoy/config/trace/v3/opentelemetry.proto",
 ];
 const SEED_DIRS = ["envoy/config/route/v3"];
 

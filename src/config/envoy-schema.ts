@@ -78,6 +78,22 @@ export const envoySchema = z
       })
       .strict()
       .default({ host: "portcullis-grpc.fundament-system.svc.cluster.local" }),
+    tracing: z
+      .object({
+        collector: z
+          .object({ host: host.describe("an OpenTelemetry Collector's host name or address"), port: port.default(4317).describe("its OTLP/gRPC port") })
+          .strict(),
+        samplingPercent: z
+          .number()
+          .min(0)
+          .max(100)
+          .default(1)
+          .describe("share of requests Envoy starts a trace for; portcullis follows Envoy's sampling decision"),
+        serviceName: z.string().min(1).default("envoy").describe("the service.name Envoy's spans carry"),
+      })
+      .strict()
+      .optional()
+      .describe("Envoy's own OpenTelemetry tracing: a span per request and per ext_authz call, whose trace context portcullis continues (tracing.enabled)"),
     extAuthzTimeoutMs: z
       .number()
       .int()

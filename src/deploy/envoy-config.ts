@@ -61,6 +61,7 @@ export const ENVOY_CLUSTERS = {
   plugins: "plugin-services",
   assets: "plugin-assets",
   konfidence: "konfidence-api",
+  collector: "opentelemetry-collector",
   kubeApi: (clusterId: string) => `kube-api-${clusterId}`,
   platform: (service: string) => `platform-${service}`,
 } as const;
@@ -125,6 +126,7 @@ export function envoyBootstrap(config: Config): Record<string, unknown> {
     clusters.push(upstreamCluster(ENVOY_CLUSTERS.konfidence, envoy.upstreams.konfidence.url, envoy.upstreams.konfidence.caFile, { streams: false }));
   }
   for (const p of envoy.platform) clusters.push(upstreamCluster(ENVOY_CLUSTERS.platform(p.name), p.upstream.url, p.upstream.caFile, { streams: false }));
+  if (envoy.tracing !== undefined) clusters.push(collectorCluster(envoy.tracing.collector));
 
   return {
     admin: { address: socketAddress(envoy.admin.address, envoy.admin.port) },
@@ -161,6 +163,7 @@ function listener(envoy: EnvoyConfig, config: Config, virtualHosts: unknown[]): 
     http2_protocol_options: { allow_connect: true },
     request_headers_timeout: "10s",
     access_log: [accessLog()],
+    ...(envoy.tracing === undefined ? {} : { tracing: hcmTracing(envoy.tracing) }),
     route_config: { name: "public", virtual_hosts: virtualHosts },
     http_filters: [
       { name: FILTER.cors, typed_config: { "@type": `${T}envoy.extensions.filters.http.cors.v3.Cors` } },
@@ -450,6 +453,36 @@ function portcullisTlsSocket(host: string, tls: NonNullable<EnvoyConfig["portcul
         alpn_protocols: ["h2"],
       },
     },
+  };
+}
+
+/**
+ * Envoy's OpenTelemetry tracer: a span per request (continuing a client's traceparent) and, because
+ * the connection manager traces, a child span per ext_authz call whose context Envoy's gRPC client
+ * sends to portcullis in the call's metadata. Spans go to the collector over OTLP/gRPC.
+ */
+function hcmTracing(tracing: NonNullable<EnvoyConfig["tracing"]>): Record<string, unknown> {
+  return {
+    random_sampling: { value: tracing.samplingPercent },
+    provider: {
+      name: "envoy.tracers.opentelemetry",
+      typed_config: {
+        "@type": `${T}envoy.config.trace.v3.OpenTelemetryConfig`,
+        grpc_service: { envoy_grpc: { cluster_name: ENVOY_CLUSTERS.collector }, timeout: "1s" },
+        service_name: tracing.serviceName,
+      },
+    },
+  };
+}
+
+function collectorCluster(collector: NonNullable<EnvoyConfig["tracing"]>["collector"]): Record<string, unknown> {
+  return {
+    name: ENVOY_CLUSTERS.collector,
+    type: isIP(collector.host.replace(/^\[|\]$/g, "")) === 0 ? "STRICT_DNS" : "STATIC",
+    dns_lookup_family: "V4_PREFERRED",
+    connect_timeout: "1s",
+    typed_extension_protocol_options: http2Options(),
+    load_assignment: endpoints(ENVOY_CLUSTERS.collector, collector.host, collector.port),
   };
 }
 

@@ -537,3 +537,52 @@ describe("Envoy → portcullis over TLS (listen.tls ↔ envoy.portcullis.tls)", 
     expect(() => config(envoy, rest)).toThrow(error);
   });
 });
+
+describe("Envoy's tracing (envoy.tracing)", () => {
+  const traced = () => config({ tracing: { collector: { host: "otel-collector.observability.svc.cluster.local" }, samplingPercent: 5 } });
+
+  it("decodes strictly, with the OpenTelemetry tracer on the connection manager and a collector cluster", () => {
+    const yaml = renderEnvoyYaml(traced());
+    const result = decodeBootstrap(yaml);
+    if (!result.ok) expect.fail(result.errors.join("\n"));
+    const b = parse(yaml) as Json;
+    expect(hcmOf(b).tracing).toEqual({
+      random_sampling: { value: 5 },
+      provider: {
+        name: "envoy.tracers.opentelemetry",
+        typed_config: {
+          "@type": "type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig",
+          grpc_service: { envoy_grpc: { cluster_name: "opentelemetry-collector" }, timeout: "1s" },
+          service_name: "envoy",
+        },
+      },
+    });
+    expect(cluster(b, "opentelemetry-collector")).toMatchObject({
+      type: "STRICT_DNS",
+      load_assignment: { endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: "otel-collector.observability.svc.cluster.local", port_value: 4317 } } } }] }] },
+    });
+    expect(Object.keys(cluster(b, "opentelemetry-collector").typed_extension_protocol_options)).toEqual(["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]);
+  });
+
+  it("the decoder catches a misspelt tracer field", () => {
+    const b = envoyBootstrap(traced()) as Json;
+    hcmOf(b).tracing.provider.typed_config["service_nam"] = "x";
+    const result = decodeBootstrap(stringify(b));
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.errors.join("\n")).toMatch(/unknown field "service_nam"/);
+  });
+
+  it("is absent unless configured", () => {
+    const b = envoyBootstrap(config()) as Json;
+    expect(hcmOf(b).tracing).toBeUndefined();
+    expect(cluster(b, "opentelemetry-collector")).toBeUndefined();
+  });
+
+  it.each([
+    { name: "a sampling percentage above 100", tracing: { collector: { host: "c" }, samplingPercent: 101 } },
+    { name: "no collector", tracing: { samplingPercent: 1 } },
+    { name: "an unknown key", tracing: { collector: { host: "c" }, sampling: 1 } },
+  ])("rejects $name", ({ tracing }) => {
+    expect(() => config({ tracing })).toThrow(/envoy\.tracing/);
+  });
+});
