@@ -94,5 +94,5 @@ export function formatFigures(f: FaultFigures): string {
   const details = Object.entries(f.byDetail)
     .map(([m, n]) => `${m} ${n}`)
     .join(", ");
-  return `${f.fault}: ${f.answers} answers (${kinds}${details === "" ? "" : `; ${details}`}); wrong allows ${f.forbiddenAllows}, wrong denials ${f.wrongDenials}; p99 ${f.p99Ms.toFixed(0)} ms, max ${f.maxMs.toFixed(0)} ms; recovery ${recovery}; max stall ${f.maxStallMs.toFixed(0)} ms (idle control ${f.machineStallMs.toFixed(0)} ms; loop thread on CPU ${f.loopCpuMs.toFixed(0)} ms, waiting for one ${f.loopRunQueueMs.toFixed(0)} ms); RSS ${f.rssBeforeMb.toFixed(0)} → ${f.rssAfterMb.toFixed(0)} MB`;
+  return `${f.fault}: ${f.answers} answers (${kinds}${details === "" ? "" : `; ${details}`}); wrong allows ${f.forbiddenAllows}, wrong denials ${f.wrongDenials}, 503s without retry-after ${f.unavailableWithoutRetryAfter}; p99 ${f.p99Ms.toFixed(0)} ms, max ${f.maxMs.toFixed(0)} ms; recovery ${recovery}; max stall ${f.maxStallMs.toFixed(0)} ms (idle control ${f.machineStallMs.toFixed(0)} ms; loop thread on CPU ${f.loopCpuMs.toFixed(0)} ms, waiting for one ${f.loopRunQueueMs.toFixed(0)} ms); RSS ${f.rssBeforeMb.toFixed(0)} → ${f.rssAfterMb.toFixed(0)} MB`;
 }
