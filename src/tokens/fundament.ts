@@ -144,7 +144,6 @@ export class TokenVerifier {
       return this.#issuedInThePast(payload, now);
     } catch (err) {
       if (isKeySetFailure(err)) throw new DependencyUnavailable(AUTHN_JWKS, `key set unusable: ${errorSummary(err)}`, { cause: err });
-      if (err instanceof DependencyUnavailable) throw err;
       if (err instanceof joseErrors.JWKSNoMatchingKey) return "no key of authn-api's JWKS matches the token";
       return describe(err);
     }
@@ -210,7 +209,7 @@ const TOKEN_FAULTS = [
 ];
 
 function isKeySetFailure(err: unknown): boolean {
-  return !(err instanceof DependencyUnavailable) && !TOKEN_FAULTS.some((fault) => err instanceof fault);
+  return !TOKEN_FAULTS.some((fault) => err instanceof fault);
 }
 
 /** A message about a rejected token that is safe to log: names the rule, never the token. */
