@@ -78,7 +78,7 @@ describe("the Pod", () => {
 
   it("takes every secret the configuration names from a Secret", () => {
     const fromSecrets = new Set(container.env.filter((e: Json) => e.valueFrom?.secretKeyRef !== undefined).map((e: Json) => e.name));
-    for (const s of config.tokens!.secrets) expect(fromSecrets).toContain(s.env);
+    for (const s of config.tokens!.secrets!) expect(fromSecrets).toContain(s.env);
   });
 });
 
