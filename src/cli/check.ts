@@ -40,6 +40,11 @@ export async function runCheck(args: string[], io: CheckIo): Promise<number> {
       // A file keeps the token out of shell history and process listings.
       "token-file": { type: "string" },
       json: { type: "boolean", default: false },
+      // A portcullis with listen.tls: the CA that signs its certificate, and for mTLS a client pair.
+      ca: { type: "string" },
+      cert: { type: "string" },
+      key: { type: "string" },
+      "server-name": { type: "string" },
     },
   });
   if (values.path === undefined || !values.path.startsWith("/")) throw new UsageError("--path /… is required");
@@ -55,7 +60,7 @@ export async function runCheck(args: string[], io: CheckIo): Promise<number> {
   headers["x-request-id"] ??= `portcullis-check-${randomUUID()}`;
   const request = buildCheckRequest({ method: values.method, path: values.path, headers, policy: values.policy });
 
-  const outcome = values.explain ? await explain(values.admin!, request) : await check(values.server!, request);
+  const outcome = values.explain ? await explain(values.admin!, request) : await check(values.server!, request, channelCredentials(values));
   io.out(values.json ? `${JSON.stringify(outcome, null, 2)}\n` : formatOutcome(outcome));
   return outcome.decision === "allow" ? 0 : 1;
 }
@@ -79,6 +84,10 @@ const PLAIN_CAUSES: Readonly<Record<string, string>> = {
   ENOENT: "no such file",
   EACCES: "permission denied",
   DEADLINE: `no answer within ${DEADLINE_MS / 1000} s`,
+  TLS_CERT_REQUIRED: "the server requires a client certificate (--cert, --key)",
+  TLS_NAME: "the server's certificate does not carry that name (--server-name)",
+  TLS_UNTRUSTED: "the server's certificate is not signed by --ca",
+  DROPPED: "the server closed the connection (plaintext to a TLS listener: give --ca; or a client certificate it does not accept)",
 };
 
 function plainCause(code: string | undefined): string {
@@ -90,6 +99,10 @@ function grpcCause(err: { code?: unknown; details?: unknown }): string | undefin
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return "DEADLINE";
   const details = typeof err.details === "string" ? err.details : "";
   if (/Name resolution failed|ENOTFOUND|getaddrinfo/.test(details)) return "ENOTFOUND";
+  if (/alert certificate required/.test(details)) return "TLS_CERT_REQUIRED";
+  if (/ERR_TLS_CERT_ALTNAME_INVALID/.test(details)) return "TLS_NAME";
+  if (/UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT|self-signed certificate|unable to (get|verify)/i.test(details)) return "TLS_UNTRUSTED";
+  if (/Failed to connect \(/.test(details)) return "DROPPED";
   return /\b(E[A-Z]{3,})\b/.exec(details)?.[1];
 }
 
@@ -100,8 +113,32 @@ function parseHeader(text: string): [string, string] {
   return [text.slice(0, colon).trim().toLowerCase(), text.slice(colon + 1).trim()];
 }
 
-async function check(server: string, request: object): Promise<CheckOutcome> {
-  const client = authorizationClient(server);
+/** TLS when --ca is given (mTLS with --cert and --key), the server's name checked as Envoy checks it; plaintext otherwise. */
+function channelCredentials(values: { ca?: string | undefined; cert?: string | undefined; key?: string | undefined; "server-name"?: string | undefined }): {
+  credentials?: grpc.ChannelCredentials;
+  options: grpc.ChannelOptions;
+} {
+  const { ca, cert, key } = values;
+  const serverName = values["server-name"];
+  if (ca === undefined) {
+    if (cert !== undefined || key !== undefined || serverName !== undefined) throw new UsageError("--cert, --key and --server-name need --ca FILE");
+    return { options: {} };
+  }
+  if ((cert === undefined) !== (key === undefined)) throw new UsageError("give --cert and --key together");
+  const credentials = grpc.credentials.createSsl(readPemFile(ca), key === undefined ? null : readPemFile(key), cert === undefined ? null : readPemFile(cert));
+  return { credentials, options: serverName === undefined ? {} : { "grpc.ssl_target_name_override": serverName, "grpc.default_authority": serverName } };
+}
+
+function readPemFile(path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new Error(`cannot read ${path}: ${plainCause((err as NodeJS.ErrnoException).code)}`);
+  }
+}
+
+async function check(server: string, request: object, channel: ReturnType<typeof channelCredentials>): Promise<CheckOutcome> {
+  const client = authorizationClient(server, channel.credentials, channel.options);
   try {
     const response = await client.check(request, { deadline: Date.now() + DEADLINE_MS });
     return describeCheckResponse(response as AnyCheckResponse);

@@ -43,10 +43,12 @@ const HELP: Readonly<Record<string, string>> = {
   Prints the Envoy configuration generated from FILE's envoy section (deploy/envoy/envoy.yaml).
   exit status: 0, 2 invalid configuration or no envoy section`,
   check: `usage: portcullis check --server HOST:PORT --policy P --path PATH [--method GET] [-H 'name: value']... [--token TOKEN | --token-file FILE] [--json]
+                        [--ca FILE [--cert FILE --key FILE] [--server-name NAME]]
        portcullis check --explain --admin HOST:PORT --policy P --path PATH ...
   Asks a running portcullis for one decision with a CheckRequest built as Envoy builds it, and prints it
   (credentials redacted). --explain asks the admin port's POST /explain instead (admin.explain, loopback
-  only), which adds the gates' trace.
+  only), which adds the gates' trace. With listen.tls: --ca is the CA of portcullis's certificate, --cert and
+  --key a client certificate (requireClientCert), --server-name the name to check when HOST is an address.
   exit status: 0 allowed, 1 denied, 2 usage or connection error`,
   revoke: `usage: portcullis revoke (--installation UID | --plugin NAME [--plugin-version V] [--definition-hash sha256:H] | --user UUID) --reason TEXT [--kubeconfig FILE] [--context C] [--dry-run]
   The sub-TTL kill switch (docs/operations.md, incident runbook): writes the Revocation for that target on the
