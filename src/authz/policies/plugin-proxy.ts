@@ -2,7 +2,8 @@
  * plugin-proxy's authenticated routes (FUN-17 §4, §11): `/installations/{id}/runtime/…` to the plugin
  * pod, `/installations/{id}/controller/…` to the plugin-controller. There is no Kubernetes scope to
  * apply, so authorization reduces to: aud=fundament-plugin, the URL's installation_id equals the
- * claim, and OpenFGA can_view on (user, claims.cluster_id) still holds.
+ * claim, and OpenFGA can_view on (user, claims.cluster_id) still holds; and, as on kube-api-proxy,
+ * the token is not on the revocation list (FUN-17 §10).
  * To route, the installation is then resolved in the PluginInstallation index.
  *
  * The upstream is not in the URL: on allow, headers tell Envoy which cluster, namespace and Service
