@@ -3,10 +3,9 @@
  * client certificate it gets the decision; without them it says it cannot reach the server, in words.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../harness/ports.ts";
-import { SERVER_NAME, SERVER_SANS, TestPki } from "../support/certificates.ts";
+import { SERVER_NAME, SERVER_SANS, TestPki, withListenTls } from "../support/certificates.ts";
 import { FakeWorld } from "../support/fakes.ts";
-import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
+import { startTestServer, type TestServer } from "../support/server.ts";
 import { ids, pluginToken } from "../support/tokens.ts";
 import { cli } from "./run.ts";
 
@@ -21,17 +20,9 @@ beforeAll(async () => {
   pki.leaf("operator", "ca", "client");
   pki.ca("other-ca");
   pki.leaf("stranger", "other-ca", "client");
-  const [grpc, admin, internal] = [await freePort(), await freePort(), await freePort()];
   server = await startTestServer(
     new FakeWorld(),
-    testConfig({
-      listen: {
-        grpc: `127.0.0.1:${grpc}`,
-        admin: `127.0.0.1:${admin}`,
-        internal: `127.0.0.1:${internal}`,
-        tls: { certFile: pki.path("server.crt"), keyFile: pki.path("server.key"), clientCaFile: pki.path("ca.crt"), requireClientCert: true },
-      },
-    }),
+    withListenTls({ certFile: pki.path("server.crt"), keyFile: pki.path("server.key"), clientCaFile: pki.path("ca.crt"), requireClientCert: true }),
   );
   target = `127.0.0.1:${server.server.grpcPort}`;
 });

@@ -10,11 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configSchema } from "../../src/config/schema.ts";
 import { authorizationClient } from "../../src/envoy/protos.ts";
 import { checkTlsFiles, TlsConfigError } from "../../src/server/tls.ts";
-import { freePort } from "../harness/ports.ts";
-import { SERVER_SANS, TestPki } from "../support/certificates.ts";
+import { SERVER_SANS, TestPki, withListenTls } from "../support/certificates.ts";
 import { envoyCheckRequest, summarize, type CheckResponse } from "../support/envoy.ts";
 import { FakeWorld } from "../support/fakes.ts";
-import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
+import { startTestServer, type TestServer } from "../support/server.ts";
 import { ids, pluginToken } from "../support/tokens.ts";
 
 let pki: TestPki;
@@ -33,14 +32,7 @@ beforeAll(() => {
 });
 afterAll(() => pki.remove());
 
-async function loopbackListen(tls: Record<string, unknown>) {
-  const [grpcPort, adminPort, internalPort] = [await freePort(), await freePort(), await freePort()];
-  return { grpc: `127.0.0.1:${grpcPort}`, admin: `127.0.0.1:${adminPort}`, internal: `127.0.0.1:${internalPort}`, tls };
-}
-
-async function tlsConfig(tls: Record<string, unknown>) {
-  return testConfig({ listen: await loopbackListen({ certFile: pki.path("live.crt"), keyFile: pki.path("live.key"), ...tls }) });
-}
+const tlsConfig = (tls: Record<string, unknown>) => withListenTls({ certFile: pki.path("live.crt"), keyFile: pki.path("live.key"), ...tls });
 
 const kubeCheck = async () =>
   envoyCheckRequest({
@@ -79,7 +71,7 @@ const ALLOWED = expect.objectContaining({ allowed: true, grpc: 0 });
 describe("TLS (server certificate only)", () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startTestServer(new FakeWorld(), await tlsConfig({}));
+    server = await startTestServer(new FakeWorld(), tlsConfig({}));
   });
   afterAll(async () => server.stop());
 
@@ -105,7 +97,7 @@ describe("TLS (server certificate only)", () => {
 describe("mTLS (client certificate required)", () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startTestServer(new FakeWorld(), await tlsConfig({ clientCaFile: pki.path("ca.crt"), requireClientCert: true }));
+    server = await startTestServer(new FakeWorld(), tlsConfig({ clientCaFile: pki.path("ca.crt"), requireClientCert: true }));
   });
   afterAll(async () => server.stop());
 
@@ -132,7 +124,7 @@ describe("certificate rotation on disk", () => {
   beforeAll(async () => {
     copyFileSync(pki.path("server.crt"), pki.path("live.crt"));
     copyFileSync(pki.path("server.key"), pki.path("live.key"));
-    server = await startTestServer(new FakeWorld(), await tlsConfig({ reloadIntervalMs: 100 }));
+    server = await startTestServer(new FakeWorld(), tlsConfig({ reloadIntervalMs: 100 }));
   });
   afterAll(async () => server.stop());
 
@@ -223,7 +215,7 @@ describe("bad TLS files stop the start, naming the field", () => {
   });
 
   it("the server does not start on a bad key", async () => {
-    const config = testConfig({ listen: await loopbackListen({ certFile: pki.path("server.crt"), keyFile: pki.path("envoy.key") }) });
+    const config = withListenTls({ certFile: pki.path("server.crt"), keyFile: pki.path("envoy.key") });
     await expect(startTestServer(new FakeWorld(), config)).rejects.toMatchObject({ code: "tls-config", field: "listen.tls.keyFile" });
   });
 });

@@ -8,12 +8,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type PeerCertificate } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
+import type { Config } from "../../src/config/schema.ts";
 import { type AuthorizationClient, authorizationClient } from "../../src/envoy/protos.ts";
+import { testConfig } from "./server.ts";
 
 /** The name Envoy sends as SNI and checks in the certificate (envoy.portcullis.tls.serverName's default). */
 export const SERVER_NAME = "portcullis-grpc.fundament-system.svc.cluster.local";
 /** A server certificate's names: the Service's, and loopback's for the tests. */
 export const SERVER_SANS = [`DNS:${SERVER_NAME}`, "IP:127.0.0.1"];
+
+/** testConfig() (loopback, any free port) with `listen.tls` set to `tls`, defaults filled in. */
+export function withListenTls(tls: Record<string, unknown>): Config {
+  const base = testConfig();
+  return { ...base, listen: { ...base.listen, tls: testConfig({ listen: { tls } }).listen.tls } };
+}
 
 export type TlsOutcome = { accepted: true; certificate: PeerCertificate } | { accepted: false; error: string };
 
