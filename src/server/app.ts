@@ -129,6 +129,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
       await revocations?.index.stop();
       await revocations?.cluster.close();
       await konfidence?.stop();
+      await clusters.close();
     },
   };
 }
