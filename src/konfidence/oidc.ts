@@ -16,6 +16,7 @@
  * for is a rejection (401).
  */
 import { decodeJwt, errors as joseErrors, createRemoteJWKSet, customFetch, jwtVerify, type JWTVerifyGetKey } from "jose";
+import { hash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { discoveryEndpointFor, httpsUrl } from "./discovery-url.ts";
 import type { TokenVerification, VerifiedToken, WorkloadTokens } from "./ports.ts";
@@ -109,7 +110,8 @@ export class OidcProviders implements WorkloadTokens {
   async verify(endpoint: string, token: string): Promise<TokenVerification> {
     const status: LRUCache.Status<string, VerifiedToken> = {};
     try {
-      const verified = await this.#verified.fetch(`${endpoint}\n${token}`, { context: { endpoint, token }, status });
+      // Keyed by a digest: a token is up to 8 KB of caller-chosen text, kept until evicted.
+      const verified = await this.#verified.fetch(hash("sha256", `${endpoint}\n${token}`, "base64url"), { context: { endpoint, token }, status });
       if (verified === undefined) throw new DependencyUnavailable(OIDC_PROVIDER, "no verification result");
       return { ok: true, token: verified };
     } catch (err) {

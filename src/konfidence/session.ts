@@ -6,6 +6,7 @@
  * from the provider's UserInfo endpoint instead (OIDC Core §5.3; its `sub` must be the token's),
  * cached per token until the token expires, bounded by a TTL so membership changes are seen.
  */
+import { hash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { type OidcProviders, TokenRejected } from "./oidc.ts";
 import type { SessionTokens, SessionVerification } from "./ports.ts";
@@ -52,7 +53,7 @@ export class OidcSessions implements SessionTokens {
       max: options.cacheMaxEntries,
       ttl: options.userInfoTtlMs,
       perf: { now },
-      fetchMethod: async (_token, _stale, { options: entry, context }) => {
+      fetchMethod: async (_key, _stale, { options: entry, context }) => {
         entry.ttl = Math.max(1, Math.min(context.exp * 1000 - now(), options.userInfoTtlMs));
         return this.#userInfoGroups(context);
       },
@@ -81,7 +82,7 @@ export class OidcSessions implements SessionTokens {
   async #fromUserInfo(request: UserInfoRequest): Promise<readonly string[]> {
     const status: LRUCache.Status<string, readonly string[]> = {};
     try {
-      const groups = await this.#groups.fetch(request.token, { context: request, status });
+      const groups = await this.#groups.fetch(hash("sha256", request.token, "base64url"), { context: request, status });
       if (groups === undefined) throw new DependencyUnavailable(OIDC_PROVIDER, "no UserInfo answer");
       return groups;
     } finally {
