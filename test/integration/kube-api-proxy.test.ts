@@ -217,6 +217,28 @@ describe("kube-api-proxy: UserToken path (aud=fundament-user)", () => {
     }
   });
 
+  it("never takes the cookie on the proxy subresources, whose pages would be same-origin with the whole API", async () => {
+    const cookie = `fundament_auth=${await userToken()}`;
+    const sameOrigin = { cookie, "sec-fetch-site": "same-origin" };
+    const cases = [
+      { path: `${base}/api/v1/namespaces/team-a/services/web:80/proxy/`, expected: "missing-token" },
+      { path: `${base}/api/v1/namespaces/team-a/services/https:web:443/proxy/index.html`, expected: "missing-token" },
+      { path: `${base}/api/v1/namespaces/team-a/pods/web-1/proxy/admin`, expected: "missing-token" },
+      { path: `${base}/api/v1/nodes/node-1/proxy/metrics`, expected: "missing-token" },
+      { path: `${base}/api/v1/proxy/namespaces/team-a/services/web/`, expected: "missing-token" },
+      { path: `${base}/api/v1/namespaces/team-a/services/web`, expected: "allowed" },
+      { path: `${base}/api/v1/namespaces/team-a/pods/web-1/log`, expected: "allowed" },
+    ];
+    const got = [];
+    for (const c of cases) {
+      const res = await check(c.path, sameOrigin);
+      got.push({ path: c.path, outcome: res.allowed ? "allowed" : res.reason });
+    }
+    expect(got).toEqual(cases.map((c) => ({ path: c.path, outcome: c.expected })));
+    // A bearer credential still reaches the proxy subresource.
+    expect(await check(`${base}/api/v1/namespaces/team-a/services/web:80/proxy/`, { authorization: `Bearer ${await userToken()}` })).toMatchObject({ allowed: true });
+  });
+
   it("does not let a browser page from another origin authenticate with the cookie (WebSocket upgrades skip CORS)", async () => {
     const cookie = `fundament_auth=${await userToken()}`;
     expect(await check(`${base}/api/v1/namespaces/a/pods/p/exec`, { cookie, origin: "https://plugin-proxy.fundament.io", connection: "Upgrade", upgrade: "websocket" })).toMatchObject({

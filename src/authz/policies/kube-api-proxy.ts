@@ -56,6 +56,20 @@ const ACCEPTED: AcceptedCredentials = {
   cookie: ["user"],
 };
 
+/**
+ * The proxy subresources relay whatever a pod, service or node serves, HTML and scripts included. A
+ * page served there is same-origin with every kube-api-proxy path, so it could act with the
+ * session cookie (Sec-Fetch-Site: same-origin): proxy requests need an explicit credential.
+ */
+const ACCEPTED_ON_PROXY: AcceptedCredentials = { bearer: ACCEPTED.bearer, "websocket-protocol": ACCEPTED["websocket-protocol"] };
+
+function acceptedCredentials(request: HttpRequest, rest: string): AcceptedCredentials {
+  const path = kubePathOf(rest);
+  if (path.kind !== "ok") return ACCEPTED;
+  const info = requestInfoFor({ method: request.method, path: path.path, query: request.query });
+  return info.isResourceRequest && (info.verb === "proxy" || info.subresource === "proxy") ? ACCEPTED_ON_PROXY : ACCEPTED;
+}
+
 export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
   return {
     name: "kube-api-proxy",
@@ -64,7 +78,7 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
       const target = parseGatewayPath(request.path);
       trace("gateway-path", target.kind);
       if (target.kind === "malformed") return deny("bad-request", target.detail);
-      const identity = await identify(request.headers, ACCEPTED, deps.tokens, deps.cookieOrigins);
+      const identity = await identify(request.headers, acceptedCredentials(request, target.rest), deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
