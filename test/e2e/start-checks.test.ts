@@ -13,6 +13,8 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
 import { applyManifests, freePort, type KubeApiserver, type OpenFGA, startKubeApiserver, startOpenFGA } from "../harness/index.ts";
+import { credentials, type ServiceError, status as grpcStatus } from "@grpc/grpc-js";
+import { installationServiceConstructor } from "../../src/server/installation-service.ts";
 import { MAIN, NODE } from "../support/portcullis-process.ts";
 import { MODEL_FILE } from "./fundament-world.ts";
 
@@ -78,14 +80,15 @@ function run(args: string[], env: Record<string, string>): Promise<Run> {
 }
 
 /** Starts the server and waits for /readyz 200 (then runs `whileReady`); stops it with SIGTERM and expects exit 0. */
-async function startsReady(path: string, env: Record<string, string>, whileReady?: (grpc: string) => Promise<void>): Promise<void> {
-  const { admin, grpc } = (parse(readFileSync(path, "utf8")) as { listen: { admin: string; grpc: string } }).listen;
+async function startsReady(path: string, env: Record<string, string>, whileReady?: (listen: { grpc: string; internal: string }) => Promise<void>): Promise<void> {
+  const listen = (parse(readFileSync(path, "utf8")) as { listen: { admin: string; grpc: string; internal: string } }).listen;
+  const admin = listen.admin;
   const { child, output } = spawnCli(["--config", path], env);
   try {
     await expect
       .poll(async () => (child.exitCode === null ? (await fetch(`http://${admin}/readyz`).catch(() => undefined))?.status : `exited: ${output.stderr}`), { timeout: 30_000, interval: 200 })
       .toBe(200);
-    await whileReady?.(grpc);
+    await whileReady?.(listen);
   } finally {
     child.kill("SIGTERM");
   }
@@ -212,13 +215,15 @@ describe("a broken configuration: validate-config and the server exit 2 naming t
 });
 
 describe("a Konfidence-only configuration (no tokens, openfga or clusters)", () => {
-  it("passes validate-config, starts ready, and answers a Fundament route 403 no-policy", async () => {
+  it("passes validate-config, starts ready, answers a Fundament route 403 no-policy and knows no installation", async () => {
     const path = write("konfidence-only.yaml", { listen: await listen(), shutdown: { drainMs: 0 }, konfidence: { cluster: { kubeconfig: api.kubeconfigPath } } });
     expect(await run(["validate-config", path], BASE_ENV)).toMatchObject({ code: 0, lingered: false });
-    await startsReady(path, BASE_ENV, async (grpc) => {
+    await startsReady(path, BASE_ENV, async ({ grpc, internal }) => {
       const denied = await run(["check", "--server", grpc, "--policy", "kube-api-proxy", "--path", `/clusters/${CLUSTER}/version`, "--token", "x"], {});
       expect(denied, denied.stderr).toMatchObject({ code: 1 });
       expect(denied.stdout).toMatch(/^decision: deny\nstatus: {3}403\nreason: {3}no-policy\n/);
+      // The internal RPC watches no PluginInstallations here: every installation is unknown.
+      expect(await installationManifestCode(internal)).toBe(grpcStatus.NOT_FOUND);
     });
   }, 90_000);
 });
@@ -267,6 +272,21 @@ describe("every configuration file the repo ships", () => {
     await startsReady(path, BASE_ENV);
   }, 90_000);
 });
+
+function installationManifestCode(address: string): Promise<number> {
+  const Service = installationServiceConstructor();
+  const client = new Service(address, credentials.createInsecure());
+  return new Promise((resolveCall) => {
+    (client["GetInstallationManifest"] as (req: object, cb: (err: ServiceError | null) => void) => void).call(
+      client,
+      { cluster_id: CLUSTER, installation_id: "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f" },
+      (err) => {
+        client.close();
+        resolveCall(err === null ? 0 : err.code);
+      },
+    );
+  });
+}
 
 function exitCode(child: ChildProcess): Promise<number | null> {
   if (child.exitCode !== null) return Promise.resolve(child.exitCode);
