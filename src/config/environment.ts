@@ -122,5 +122,11 @@ function kubeconfigProblem(cluster: { kubeconfig?: string | undefined; context?:
   const server = kubeConfig.getCluster(context.cluster);
   if (!server || server.server === "") return `kubeconfig: context "${contextName}" names cluster "${context.cluster}", which ${path} does not define with a server`;
   if (server.proxyUrl !== undefined) return `kubeconfig: context "${contextName}" uses proxy-url, which is not supported`;
+  // Files the kubeconfig names are read when the first request is made: check them now.
+  const user = kubeConfig.getUser(context.user);
+  for (const [what, file] of [["certificate-authority", server.caFile], ["client-certificate", user?.certFile], ["client-key", user?.keyFile]] as const) {
+    const missing = file === undefined ? undefined : unreadable(file);
+    if (missing !== undefined) return `kubeconfig: ${path}'s ${what}: ${missing}`;
+  }
   return undefined;
 }
