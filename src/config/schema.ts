@@ -187,11 +187,21 @@ export const configSchema = z
           })
           .strict()
           .default({ expirationSeconds: 3600, audiences: [], timeoutMs: 500, cacheMaxEntries: 20_000 }),
+        watch: z
+          .object({
+            // Above kube-apiserver's bookmark interval (~1 min), so a quiet healthy watch is never cut.
+            inactivityMs: periodMs(60_000)
+              .default(90_000)
+              .describe("a PluginInstallation, Project or Revocation watch that hears no event, bookmark or list for this long is unsynced (its checks answer 503) and listed again"),
+          })
+          .strict()
+          .default({ inactivityMs: 90_000 }),
       })
       .strict()
       .default({
         sar: { timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, cacheMaxEntries: 50_000 },
         tokenRequest: { expirationSeconds: 3600, audiences: [], timeoutMs: 500, cacheMaxEntries: 20_000 },
+        watch: { inactivityMs: 90_000 },
       }),
     plugins: z
       .object({

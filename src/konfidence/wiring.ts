@@ -25,10 +25,15 @@ export interface KonfidenceConnection {
 }
 
 /** Starts the Project watch in the background; readiness waits for it through `projects.synced`. */
-export async function connectKonfidence(config: KonfidenceConfig, clusters: Clusters, logger: Logger): Promise<KonfidenceConnection> {
+export async function connectKonfidence(
+  config: KonfidenceConfig,
+  clusters: Clusters,
+  logger: Logger,
+  watchInactivityMs: number,
+): Promise<KonfidenceConnection> {
   const cluster = await projectCluster(config, clusters);
   const verifiers = connectVerifiers(config);
-  const projects = new ProjectIndex(cluster, { logger, trusts: providerTrust(config.providers) });
+  const projects = new ProjectIndex(cluster, { logger, inactivityMs: watchInactivityMs, trusts: providerTrust(config.providers) });
   projects.start().catch((err: unknown) => logger.error({ err }, "konfidence project index failed to start"));
   return {
     ports: { projects, workloadTokens: verifiers.workloadTokens, ...(verifiers.sessions === undefined ? {} : { sessions: verifiers.sessions }) },

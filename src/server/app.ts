@@ -105,10 +105,10 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   });
   // PluginInstallations are watched only where the Fundament policies are served: the cluster of a
   // Konfidence-only deployment need not have their CRD, and readiness would wait for it forever.
-  const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger });
+  const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger, inactivityMs: config.kube.watch.inactivityMs });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
   const revocations = await revocationIndex(config, logger);
-  const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger);
+  const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger, config.kube.watch.inactivityMs);
   return {
     clusters,
     canView,
@@ -145,7 +145,7 @@ async function revocationIndex(config: Config, logger: Logger): Promise<{ index:
     return undefined;
   }
   const cluster = await Clusters.load([{ id: "revocations", ...source }]);
-  const index = new RevocationIndex(cluster.get("revocations")!, { logger });
+  const index = new RevocationIndex(cluster.get("revocations")!, { logger, inactivityMs: config.kube.watch.inactivityMs });
   index.start().catch((err: unknown) => logger.error({ err }, "revocation index failed to start"));
   return { index, cluster };
 }

@@ -45,8 +45,9 @@ beforeAll(async () => {
     kube: { sar: { timeoutMs: 2_000, allowTtlMs: 1, denyTtlMs: 1 }, tokenRequest: { timeoutMs: 2_000 } },
   });
   ports = await connectPorts(config, pino({ level: "silent" }));
-  // Only the index under test talks to the fake's list and watch.
-  await ports.stop();
+  // Only the index under test talks to the fake's list and watch (the app's pools stay open for
+  // the reviews and token requests).
+  await (ports.installations as InstallationIndex).stop();
   const clusters = await Clusters.load([{ id: ids.cluster, kubeconfig }]);
   // The index under test, with a bound short enough for a test; the server asks it, not the app's.
   index = new InstallationIndex(clusters.all(), { logger: pino({ level: "silent" }), inactivityMs: INACTIVITY_MS, initialBackoffMs: 50, maxBackoffMs: 200 });
