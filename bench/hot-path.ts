@@ -41,7 +41,7 @@ process.env["PORTCULLIS_BENCH_SECRET"] = SECRET;
 const config = configSchema.parse({
   logLevel: "info",
   tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }] },
-  openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01BENCHSTORE" },
+  openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01HVMMBCMGZNT3SED4Z17ECXCA" },
   clusters: world.clusterIds.map((id) => ({ id, kubeconfig: "/nonexistent" })),
 });
 const logging = createLogging("info", pino.destination({ dest: openSync("/dev/null", "w"), sync: false }));
