@@ -55,6 +55,8 @@ export interface Installation {
 export interface InstallationLookup {
   /** Throws DependencyUnavailable while the cluster's index has not synced. */
   byUid(clusterId: string, uid: string): Installation | undefined;
+  /** By metadata.name, for `can-i` (no policy asks by name); absent in fakes that never need it. */
+  byName?(clusterId: string, name: string): Installation | undefined;
 }
 
 /** The clusters portcullis has credentials for. */

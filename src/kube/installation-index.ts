@@ -53,6 +53,12 @@ class InstallationStore implements IndexStore<PluginInstallationObject> {
     return this.#byUid.get(uid);
   }
 
+  /** A scan: only `can-i` asks by name, once per question. */
+  named(name: string): Installation | undefined {
+    for (const installation of this.#byUid.values()) if (installation.name === name) return installation;
+    return undefined;
+  }
+
   put(obj: PluginInstallationObject): void {
     const installation = installationOf(obj);
     if (installation !== undefined) this.#byUid.set(installation.uid, installation);
@@ -138,5 +144,13 @@ export class InstallationIndex implements InstallationLookup {
     if (index === undefined) return undefined;
     if (!index.watch.synced) throw new DependencyUnavailable("plugin-installation-index", `cluster ${clusterId} not synced`);
     return index.store.get(uid);
+  }
+
+  /** The installation named `name` (metadata.name), for can-i; throws like byUid while unsynced. */
+  byName(clusterId: string, name: string): Installation | undefined {
+    const index = this.#clusters.get(clusterId);
+    if (index === undefined) return undefined;
+    if (!index.watch.synced) throw new DependencyUnavailable("plugin-installation-index", `cluster ${clusterId} not synced`);
+    return index.store.named(name);
   }
 }

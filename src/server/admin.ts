@@ -7,6 +7,9 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
+import { CanIError, type CanI, type CanIQuery } from "./can-i.ts";
+import { DependencyUnavailable } from "../authz/errors.ts";
+import type { RuleRequest } from "../kube/rules-intersection.ts";
 import type { Explainer } from "./explain.ts";
 import { type Readiness, renderReadiness } from "./readiness.ts";
 
@@ -21,6 +24,8 @@ export interface AdminOptions {
   readonly metrics: MetricsSource;
   /** Absent unless `admin.explain` is set: /explain is then not found. */
   readonly explain: Explainer | undefined;
+  /** `POST /can-i` (user ∩ plugin as rules); under the same setting and gate as /explain. Absent with workers. */
+  readonly canI?: CanI | undefined;
 }
 
 /** 127.0.0.0/8, ::1, and IPv4 loopback as an IPv4-mapped IPv6 address. */
@@ -38,10 +43,13 @@ export function createAdminServer(options: AdminOptions): Server {
   return createServer((req, res) => {
     const [path, query] = (req.url ?? "/").split("?", 2) as [string, string | undefined];
     if (path === "/explain") {
-      if (options.explain === undefined) res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
-      else if (!isLoopbackPeer(req.socket.remoteAddress)) res.writeHead(403, { "content-type": "text/plain" }).end("/explain answers loopback peers only\n");
-      else if (req.method === "POST") explain(req, res, options.explain);
-      else res.writeHead(405, { allow: "POST" }).end();
+      const explainer = options.explain;
+      diagnostic(req, res, path, explainer !== undefined, (body) => explain(res, explainer!, body));
+      return;
+    }
+    if (path === "/can-i") {
+      const canI = options.canI;
+      diagnostic(req, res, path, canI !== undefined, (body) => answerCanI(res, canI!, body));
       return;
     }
     if (req.method !== "GET" && req.method !== "HEAD") {
@@ -72,7 +80,18 @@ export function createAdminServer(options: AdminOptions): Server {
   });
 }
 
-function explain(req: IncomingMessage, res: ServerResponse, explainer: Explainer): void {
+/**
+ * The gate of the diagnostics that make real calls (/explain, /can-i): not found unless configured,
+ * loopback peers only, POST with a JSON object no larger than a CheckRequest could be.
+ */
+function diagnostic(req: IncomingMessage, res: ServerResponse, path: string, enabled: boolean, answer: (body: Record<string, unknown>) => void): void {
+  if (!enabled) res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
+  else if (!isLoopbackPeer(req.socket.remoteAddress)) res.writeHead(403, { "content-type": "text/plain" }).end(`${path} answers loopback peers only\n`);
+  else if (req.method === "POST") readJsonObject(req, res, answer);
+  else res.writeHead(405, { allow: "POST" }).end();
+}
+
+function readJsonObject(req: IncomingMessage, res: ServerResponse, answer: (body: Record<string, unknown>) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
   req.on("data", (chunk: Buffer) => {
@@ -94,12 +113,55 @@ function explain(req: IncomingMessage, res: ServerResponse, explainer: Explainer
       request = undefined;
     }
     if (typeof request !== "object" || request === null || Array.isArray(request)) {
-      res.writeHead(400, { "content-type": "text/plain" }).end("expected a CheckRequest as a JSON object\n");
+      res.writeHead(400, { "content-type": "text/plain" }).end("expected a JSON object\n");
       return;
     }
-    explainer(request as CheckRequestMessage).then(
-      (explanation) => res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(explanation)}\n`),
-      () => res.writeHead(500, { "content-type": "text/plain" }).end("internal error\n"),
-    );
+    answer(request as Record<string, unknown>);
   });
+}
+
+function explain(res: ServerResponse, explainer: Explainer, request: Record<string, unknown>): void {
+  explainer(request as CheckRequestMessage).then(
+    (explanation) => res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(explanation)}\n`),
+    () => res.writeHead(500, { "content-type": "text/plain" }).end("internal error\n"),
+  );
+}
+
+/**
+ * `POST /can-i` {user, installation, cluster, namespace?, request?}: the listing, or with `request`
+ * ({verb, group?, resource, subresource?, name?} or {verb, path}) the answer to that one request.
+ */
+function answerCanI(res: ServerResponse, canI: CanI, body: Record<string, unknown>): void {
+  const text = (key: string, from: Record<string, unknown> = body) => (typeof from[key] === "string" ? (from[key] as string) : undefined);
+  const [user, installation, cluster] = [text("user"), text("installation"), text("cluster")];
+  if (user === undefined || installation === undefined || cluster === undefined) {
+    res.writeHead(400, { "content-type": "text/plain" }).end("expected user, installation and cluster\n");
+    return;
+  }
+  const query: CanIQuery = { user, installation, cluster, namespace: text("namespace") ?? "" };
+  let request: RuleRequest | undefined;
+  const asked = body["request"];
+  if (asked !== undefined) {
+    const r = typeof asked === "object" && asked !== null && !Array.isArray(asked) ? (asked as Record<string, unknown>) : {};
+    const verb = text("verb", r);
+    const path = text("path", r);
+    const resource = text("resource", r);
+    if (verb !== undefined && path !== undefined && resource === undefined) request = { kind: "non-resource", verb, path };
+    else if (verb !== undefined && resource !== undefined && path === undefined) {
+      request = { kind: "resource", verb, group: text("group", r) ?? "", resource, subresource: text("subresource", r) ?? "", name: text("name", r) ?? "" };
+    } else {
+      res.writeHead(400, { "content-type": "text/plain" }).end("request: expected {verb, resource, group?, subresource?, name?} or {verb, path}\n");
+      return;
+    }
+  }
+  (request === undefined ? canI.list(query) : canI.ask(query, request)).then(
+    (answer) => res.writeHead(200, { "content-type": "application/json" }).end(`${JSON.stringify(answer)}\n`),
+    (err: unknown) => {
+      // A dependency that cannot answer is a 503, as for a Check; the message names no credential.
+      const status = err instanceof CanIError ? err.status : err instanceof DependencyUnavailable ? 503 : 500;
+      const message =
+        err instanceof CanIError ? err.message : err instanceof DependencyUnavailable ? `${err.dependency} did not answer; try again` : "internal error";
+      res.writeHead(status, { "content-type": "text/plain" }).end(`${message}\n`);
+    },
+  );
 }

@@ -41,6 +41,8 @@ import { createMetrics, type IndexSizes } from "../metrics/prometheus.ts";
 import { tokenVerifierFor } from "./token-verifier.ts";
 import { type AdminOptions, createAdminServer } from "./admin.ts";
 import { createExplainer, type Explainer, explainAudit } from "./explain.ts";
+import { createCanI } from "./can-i.ts";
+import { type RulesReviews, SelfSubjectRulesReviews } from "../kube/rules-review.ts";
 import { Health } from "./health.ts";
 import { withCallMetrics } from "../metrics/grpc-server.ts";
 import { type DependencyState, processReadiness } from "./readiness.ts";
@@ -62,6 +64,8 @@ export interface Ports {
   readonly revocations?: RevocationList;
   /** Present when `konfidence` is configured. */
   readonly konfidence?: KonfidencePorts;
+  /** SelfSubjectRulesReviews made with a ServiceAccount's token, for `can-i` (absent in fakes). */
+  readonly rulesReviews?: RulesReviews;
   /**
    * True once every index has synced, save a cluster whose first list failed while another synced
    * (InstallationIndex.ready); a later outage of one is a 503 for its cluster only.
@@ -107,6 +111,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   // Konfidence-only deployment need not have their CRD, and readiness would wait for it forever.
   const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger, inactivityMs: config.kube.watch.inactivityMs });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
+  const rulesReviews = new SelfSubjectRulesReviews(clusters, { timeoutMs: config.kube.sar.timeoutMs });
   const revocations = await revocationIndex(config, logger);
   const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger, config.kube.watch.inactivityMs);
   return {
@@ -115,6 +120,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     userAccess,
     serviceAccountTokens,
     installations,
+    rulesReviews,
     ...(revocations === undefined ? {} : { revocations: revocations.index }),
     konfidence: konfidence?.ports,
     dependencies: () => (canView === undefined ? [] : [canView.storeState()]),
@@ -255,6 +261,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       processReadiness({ shuttingDown: health.shuttingDown, serving: health.serving, indexes: ports.indexSizes(), dependencies: ports.dependencies?.() ?? [] }),
     metrics,
     explain: explainerFor(options),
+    canI: config.admin.explain ? createCanI(ports) : undefined,
   };
   const admin = createAdminServer(adminOptions);
   // With workers the primary serves the admin port for all of them (workers.ts); a worker answers it over IPC.
