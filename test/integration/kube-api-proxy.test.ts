@@ -110,7 +110,8 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
   it("never calls OpenFGA or the API server before the local gates pass", async () => {
     await check(`/clusters/${ids.otherCluster}/api/v1/pods`, await bearer(pluginToken()));
     await check(`${base}/api/v1/pods`, { ...(await bearer(pluginToken())), "impersonate-group": "system:masters" });
-    expect(world.calls).toEqual([]);
+    // The local PluginInstallation index is read (the audit line's pin); nothing remote is asked.
+    expect(world.calls.filter((c) => !c.startsWith("installation "))).toEqual([]);
   });
 
   it("accepts unpinned installations only with plugins.allowUnpinned, and says so loudly", async () => {
@@ -174,8 +175,29 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     expect(audits.map(({ time: _t, level: _l, ...rest }) => rest)).toEqual([
       { ...common, verb: "watch", api_group: "cert-manager.io", resource: "certificates", subresource: "", namespace: "team-a", name: "", path: "", decision: "allowed", request_id: "req-allow" },
       { ...common, verb: "delete", api_group: "", resource: "secrets", subresource: "", namespace: "team-a", name: "db", path: "", decision: "denied:user-sar-denied", request_id: "req-deny" },
-      { ...common, pinned_definition_hash: "", verb: "", api_group: "", resource: "", subresource: "", namespace: "", name: "", path: "", decision: "denied:cluster-mismatch", request_id: "req-mismatch" },
+      { ...common, verb: "", api_group: "", resource: "", subresource: "", namespace: "", name: "", path: "", decision: "denied:cluster-mismatch", request_id: "req-mismatch" },
     ]);
+  });
+
+  // A denial before the remote gates still writes every field: what was asked, and the pin at request time.
+  it.each([
+    { name: "a query Go would not read", path: `${base}/api/v1/namespaces/team-a/pods/web?timeout=5x`, setup: () => {}, reason: "bad-request" },
+    { name: "a revoked installation", path: `${base}/api/v1/namespaces/team-a/pods/web`, setup: () => { world.revocationEntries = [{ name: "incident", target: { scope: "installation", installationId: ids.installation } }]; }, reason: "revoked" },
+    { name: "an oversized name", path: `${base}/api/v1/namespaces/team-a/pods/web${"x".repeat(260)}`, setup: () => {}, reason: "bad-request" },
+  ])("an early denial's audit line is full: $name", async ({ path, setup, reason }) => {
+    setup();
+    const requestId = `req-early-${reason}-${path.length}`;
+    await check(path, { ...(await bearer(pluginToken())), "x-request-id": requestId });
+    await new Promise((r) => setTimeout(r, 50));
+    const line = server.logs.find((l) => l["audit"] === "plugin_request" && l["request_id"] === requestId);
+    expect(line).toMatchObject({
+      decision: `denied:${reason}`,
+      pinned_definition_hash: `sha256:${"ab".repeat(32)}`,
+      verb: "get",
+      resource: "pods",
+      namespace: "team-a",
+    });
+    expect(String(line?.["name"])).toMatch(/^web/);
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * The lengths Kubernetes allows for what a request names (src/kube/object-names.ts): the pure
- * rule, table by table, and the gate in kube-api-proxy that applies it before any remote call.
+ * rule, table by table, and the gate in kube-api-proxy that applies it (gate 4, never reviewed or forwarded).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { oversizedField } from "../../src/kube/object-names.ts";
@@ -41,7 +41,7 @@ describe("oversizedField", () => {
   });
 });
 
-describe("kube-api-proxy refuses an oversized name before any remote call", () => {
+describe("kube-api-proxy refuses an oversized name at gate 4, without a SubjectAccessReview or TokenRequest", () => {
   let world: FakeWorld;
   let server: TestServer;
   beforeAll(async () => {
@@ -54,7 +54,7 @@ describe("kube-api-proxy refuses an oversized name before any remote call", () =
     world.sarRequests.length = 0;
   });
 
-  it.each(cases.filter((c) => c.expected !== undefined))("$name: 400 bad-request, no OpenFGA, SAR or TokenRequest call", async ({ path, query }) => {
+  it.each(cases.filter((c) => c.expected !== undefined))("$name: 400 bad-request, no SAR or TokenRequest call", async ({ path, query }) => {
     const audited = () => server.logs.filter((l) => l["audit"] === "plugin_request" && l["decision"] === "denied:bad-request").length;
     const before = audited();
     const res = await server.check({
@@ -63,8 +63,24 @@ describe("kube-api-proxy refuses an oversized name before any remote call", () =
       policy: "kube-api-proxy",
     });
     expect(res).toMatchObject({ allowed: false, http: 400, reason: "bad-request" });
-    expect(world.calls.filter((c) => /^(canView|sar|token) /.test(c))).toEqual([]);
+    expect(world.calls.filter((c) => /^(sar|token) /.test(c))).toEqual([]);
     expect(audited()).toBe(before + 1);
+  });
+
+  // FUN-17 §11's order: can_view (gate 3) is reported before the parse (gate 4), as for an unreadable query.
+  it("reports can-view-denied, not bad-request, when the user cannot view the cluster", async () => {
+    world.canViewAnswer = false;
+    try {
+      const res = await server.check({
+        path: `/clusters/${ids.cluster}/api/v1/namespaces/${x(64)}/pods`,
+        headers: { authorization: `Bearer ${await pluginToken()}` },
+        policy: "kube-api-proxy",
+      });
+      expect(res).toMatchObject({ allowed: false, http: 403, reason: "can-view-denied" });
+      expect(world.calls.filter((c) => /^(sar|token) /.test(c))).toEqual([]);
+    } finally {
+      world.canViewAnswer = true;
+    }
   });
 
   it("the longest names Kubernetes allows still pass the gate and are reviewed", async () => {

@@ -161,7 +161,20 @@ async function pluginRequest(
   const unreadableQuery = request.targetError ?? invalidRequestTimeout(request.query);
   const readable = path?.kind === "ok" && unreadableQuery === undefined;
   const info = readable ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
-  trail.info = info;
+  // The audit line names what was asked even when the query is refused: the path read as Node reads the query.
+  trail.info = info ?? (path?.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined);
+  // Why the request cannot be reviewed as Kubernetes would read it (reported at gate 4, in order):
+  // no SubjectAccessReview or TokenRequest is sent for it (a name Kubernetes could never store
+  // would otherwise be reviewed and held in a cache key).
+  const malformed = unreadableQuery ?? (info?.isResourceRequest ? info.parseError : undefined) ?? (info === undefined ? undefined : oversizedField(info));
+  // The installation the token names, from the local index (not a remote call), read now so that
+  // every audit line carries its pin at request time, an early denial's too. Unsynced, it throws
+  // into the started result, read only at gate 6.
+  const installation = start(async () => {
+    const found = deps.clusters.has(claims.clusterId) ? deps.installations.byUid(claims.clusterId, claims.installationId) : undefined;
+    trail.pinnedDefinitionHash = found?.definitionHash ?? "";
+    return found;
+  });
 
   // Gate 1, aud=fundament-plugin: identify() accepted the token as a PluginToken.
   // FUN-17 §10 places the deny-list "at proxy validation time": it is part of accepting the token,
@@ -175,22 +188,12 @@ async function pluginRequest(
   }
   // Gate 2: cluster_id in the URL equals claims.cluster_id.
   if (!passed("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
-  // A name Kubernetes could never store is refused before any remote call: it would otherwise be
-  // sent in a SubjectAccessReview and held in a cache key.
-  const oversized = info === undefined ? undefined : oversizedField(info);
-  if (!passed("name-lengths", oversized === undefined)) return deny("bad-request", oversized!);
-  const installation = start(async () => {
-    const found = known ? deps.installations.byUid(clusterId, claims.installationId) : undefined;
-    trail.pinnedDefinitionHash = found?.definitionHash ?? "";
-    return found;
-  });
   const sa = pluginServiceAccount(claims.installationName);
 
   const canView = start(() => deps.canView.canView(claims.sub, clusterId));
-  const userMay = start(async () =>
-    info === undefined || (info.isResourceRequest && info.parseError !== undefined) ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info)),
-  );
+  const userMay = start(async () => (info === undefined || malformed !== undefined ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info))));
   const pluginToken = start(async () => {
+    if (malformed !== undefined) return undefined;
     const found = await installation.result();
     const usable = unusableInstallation(found, claims, deps.allowUnpinned) === undefined;
     return usable ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, found!.uid) : undefined;
@@ -200,14 +203,13 @@ async function pluginRequest(
   if (!passed("can_view", await canView.result())) return deny("can-view-denied", "the user cannot view this cluster");
   if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
   // Gate 4: parse the Kubernetes request into (apiGroup, resource, verb, namespace, name?, subresource?).
-  const unreadable = unreadableQuery !== undefined || (info?.isResourceRequest && info.parseError !== undefined);
-  trace("kube-path", path!.kind === "ok" && unreadable ? "malformed" : path!.kind);
+  trace("kube-path", path!.kind === "ok" && malformed !== undefined ? "malformed" : path!.kind);
   if (path!.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (path!.kind === "malformed") return deny("bad-request", path!.detail);
-  // Go would read the query otherwise, or kube-apiserver answers it before authorization (bad ?timeout=).
-  if (unreadableQuery !== undefined) return deny("bad-request", unreadableQuery);
-  // kube-apiserver answers these itself, before any authorization (e.g. `/api/v1/watch` with nothing after it).
-  if (info?.isResourceRequest && info.parseError !== undefined) return deny("bad-request", info.parseError);
+  // Refused as kube-apiserver would before any authorization: a query Go would read otherwise or a
+  // bad ?timeout=, a path it answers itself (e.g. `/api/v1/watch` with nothing after it), or a name
+  // longer than Kubernetes can store.
+  if (malformed !== undefined) return deny("bad-request", malformed);
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
   if (!passed("user-sar", await userMay.result())) return deny("user-sar-denied", "the user may not do this");
   // Gate 6: resolve (cluster, installation_id) → plugin ServiceAccount from the PluginInstallation index.
