@@ -196,7 +196,7 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
       userAccess: ports.userAccess,
       installations: ports.installations,
       serviceAccountTokens: ports.serviceAccountTokens,
-      revocations: ports.revocations ?? NO_REVOCATIONS,
+      revocations: revocationListFor(config, ports),
       audit,
       cookieOrigins,
       allowUnpinned: config.plugins.allowUnpinned,
@@ -206,7 +206,7 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
       clusters: ports.clusters,
       canView,
       installations: ports.installations,
-      revocations: ports.revocations ?? NO_REVOCATIONS,
+      revocations: revocationListFor(config, ports),
       allowUnpinned: config.plugins.allowUnpinned,
       controller: config.plugins.controller,
     }),
@@ -214,6 +214,17 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
     platformApi({ tokens, cookieOrigins, services: new Set(platform.map((s) => s.name)), audit }),
     publicRoutes({ publicPaths: new Map(platform.map((s) => [s.name, new Set(s.public)])) }),
   ];
+}
+
+/**
+ * The deny-list the policies and GetInstallationManifest consult. None only when the operator
+ * configured none (documented, and warned about at start); a configured list that is not connected
+ * is a wiring mistake that would silently allow revoked plugins, so it is refused at start.
+ */
+export function revocationListFor(config: Config, ports: Ports): RevocationList {
+  if (ports.revocations !== undefined) return ports.revocations;
+  if (config.revocations !== undefined) throw new Error("revocations is configured but no revocation list is connected");
+  return NO_REVOCATIONS;
 }
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -253,7 +264,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const grpcPort = await bind(grpcServer, config.listen.grpc, tls.credentials);
 
   const internalServer = withCallMetrics(new grpc.Server());
-  internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations, ports.revocations ?? NO_REVOCATIONS));
+  internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations, revocationListFor(config, ports)));
   const internalPort = await bind(internalServer, config.listen.internal, tls.credentials);
 
   const adminOptions: AdminOptions = {
