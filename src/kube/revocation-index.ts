@@ -81,8 +81,9 @@ export class RevocationIndex implements RevocationList {
     return this.#watch.hasSynced;
   }
 
-  size(): { clusterId: string; size: number; synced: boolean } {
-    return { clusterId: this.#cluster.id, size: this.#store.size, synced: this.#watch.synced };
+  /** As readiness reads it: a list that synced before and lost its watch is a 503 for plugin requests, not a "never synced" gate. */
+  size(): { clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined } {
+    return { clusterId: this.#cluster.id, size: this.#store.size, synced: this.#watch.synced, hasSynced: this.#watch.hasSynced, lastSyncedAt: this.#watch.lastSyncedAt };
   }
 
   revoked(subject: RevocationSubject): Revocation | undefined {

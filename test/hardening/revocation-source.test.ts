@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ids, pluginToken, userToken } from "../support/tokens.ts";
 import { FakeRevocationApi } from "../support/wire-fakes/revocations.ts";
 import { startWired, until, type Wired } from "../support/wire-fakes/wired.ts";
+import { processReadiness } from "../../src/server/readiness.ts";
 
 let dir: string;
 let source: FakeRevocationApi;
@@ -63,6 +64,10 @@ describe("the revocation source cut", () => {
     }
     expect([...seen].filter((a) => a !== "403 revoked" && a !== "503 dependency-unavailable")).toEqual([]);
     expect(unavailableAfterMs, "503 once the cut was seen").toBeLessThan(500);
+    // /readyz?verbose agrees with the verdict (the replica stays ready, Ports.ready): the list synced before.
+    const listed = processReadiness({ shuttingDown: false, serving: true, indexes: wired.ports.indexSizes(), dependencies: [] }).checks.find((c) => c.name.startsWith("index revocations"));
+    expect(listed).toMatchObject({ ok: false, gates: false });
+    expect(listed?.state).toMatch(/^unsynced/);
 
     // Hung rather than failing: still no allow.
     source.faults.list = "hang";
