@@ -4,6 +4,8 @@
  */
 import { type Deny, deny } from "./decision.ts";
 import type { Installation } from "./ports.ts";
+import { pinnedSubject, type RevocationList, revokedDenial } from "./revocations.ts";
+import { trace } from "./trace.ts";
 import { isPinnedHash } from "../tokens/claim-formats.ts";
 import type { PluginClaims } from "../tokens/fundament.ts";
 
@@ -23,6 +25,22 @@ export function unusableInstallation(
     return deny("installation-unavailable", "the plugin installation does not pin a definition");
   }
   return undefined;
+}
+
+/**
+ * The installation gate both PluginToken policies run once the remote gates passed: usable (above),
+ * and not revoked as it is pinned now — a re-pin since the mint may have moved it onto a revoked
+ * plugin version or definition the token's own claims do not name.
+ */
+export function installationDenial(
+  installation: Installation | undefined,
+  claims: PluginClaims,
+  options: { readonly allowUnpinned: boolean; readonly revocations: RevocationList; readonly policy: string },
+): Deny | undefined {
+  const unusable = unusableInstallation(installation, claims, options.allowUnpinned);
+  trace("installation", unusable === undefined ? "usable" : unusable.message);
+  if (unusable !== undefined) return unusable;
+  return revokedDenial(options.revocations, pinnedSubject(installation!, claims.sub), options.policy, "revocation-pinned");
 }
 
 /**

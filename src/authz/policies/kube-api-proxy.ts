@@ -29,8 +29,8 @@ import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
 import { oversizedField } from "../../kube/object-names.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { beforeDeadline, denialFor } from "../errors.ts";
-import { unusableInstallation } from "../installation.ts";
-import { pinnedSubject, type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
+import { installationDenial, unusableInstallation } from "../installation.ts";
+import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface KubeApiProxyDeps {
@@ -213,12 +213,8 @@ async function pluginRequest(
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
   if (!passed("user-sar", await userMay.result())) return deny("user-sar-denied", "the user may not do this");
   // Gate 6: resolve (cluster, installation_id) → plugin ServiceAccount from the PluginInstallation index.
-  const unusable = unusableInstallation(await installation.result(), claims, deps.allowUnpinned);
-  trace("installation", unusable === undefined ? "usable" : unusable.message);
-  if (unusable !== undefined) return unusable;
-  // The pin as it is now: a re-pin since the mint may have moved the installation onto a revoked version.
-  const revokedPin = revokedDenial(deps.revocations, pinnedSubject((await installation.result())!, claims.sub), "kube-api-proxy", "revocation-pinned");
-  if (revokedPin !== undefined) return revokedPin;
+  const unavailable = installationDenial(await installation.result(), claims, { ...deps, policy: "kube-api-proxy" });
+  if (unavailable !== undefined) return unavailable;
   const saToken = await pluginToken.result();
   trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");

@@ -15,8 +15,8 @@ import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
 import { passed, trace } from "../trace.ts";
 import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../ports.ts";
-import { unusableInstallation } from "../installation.ts";
-import { pinnedSubject, type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
+import { installationDenial } from "../installation.ts";
+import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { pluginServiceAccount } from "../../kube/service-accounts.ts";
@@ -95,12 +95,8 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       // Routing, not a seed gate: the upstream is named after the installation, so it must still be the
       // one the token was minted for (a reinstall under the same name has a new uid) and not be going away.
       const installation = deps.installations.byUid(claims.clusterId, claims.installationId);
-      const unusable = unusableInstallation(installation, claims, deps.allowUnpinned);
-      trace("installation", unusable === undefined ? "usable" : unusable.message);
-      if (unusable !== undefined) return unusable;
-      // The pin as it is now: a re-pin since the mint may have moved the installation onto a revoked version.
-      const revokedPin = revokedDenial(deps.revocations, pinnedSubject(installation!, claims.sub), "plugin-proxy", "revocation-pinned");
-      if (revokedPin !== undefined) return revokedPin;
+      const unavailable = installationDenial(installation, claims, { ...deps, policy: "plugin-proxy" });
+      if (unavailable !== undefined) return unavailable;
 
       const upstream =
         route.upstream === "runtime"
