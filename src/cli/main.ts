@@ -7,6 +7,7 @@
  *   portcullis envoy-config --config FILE    print the Envoy configuration for a configuration file
  *   portcullis check …                       ask a running server for one decision
  *   portcullis revoke / unrevoke …           write or delete a Revocation (the sub-TTL kill switch)
+ *   portcullis can-i …                       what a plugin can do for a user (user ∩ plugin), from the admin port
  */
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig, loadConfigForStart } from "../config/load.ts";
@@ -22,6 +23,7 @@ const USAGE = `usage:
       exit status: 0 allowed, 1 denied, 2 usage or connection error
   portcullis revoke (--installation UID | --plugin NAME [--plugin-version V] [--definition-hash sha256:H] | --user UUID) --reason TEXT [--kubeconfig FILE] [--context C] [--dry-run]
   portcullis unrevoke (the same target flags) [--kubeconfig FILE] [--context C]
+  portcullis can-i --admin HOST:PORT --user U --installation I --cluster C [-n NS] (--list | VERB RESOURCE[.GROUP][/NAME] [--subresource S] | VERB /PATH) [--json]
   portcullis COMMAND --help                one command's help`;
 
 /** `portcullis COMMAND --help`: what the command does, its arguments, its exit statuses. */
@@ -60,6 +62,17 @@ const HELP: Readonly<Record<string, string>> = {
   unrevoke: `usage: portcullis unrevoke (--installation UID | --plugin NAME [--plugin-version V] [--definition-hash sha256:H] | --user UUID) [--kubeconfig FILE] [--context C]
   Deletes the Revocation that \`portcullis revoke\` wrote for the same target flags; requests are answered as before within a second.
   exit status: 0 deleted (or there was none), 1 the API server refused, 2 usage`,
+  "can-i": `usage: portcullis can-i --admin HOST:PORT --user U --installation I --cluster C [-n NS] --list [--json]
+       portcullis can-i --admin HOST:PORT --user U --installation I --cluster C [-n NS] VERB RESOURCE[.GROUP][/NAME] [--subresource S] [--json]
+       portcullis can-i … VERB /PATH
+  What plugin installation I (its uid or name) can do for user U on cluster C: the rules of the user's
+  ServiceAccount (fundament-system/fundament-U) intersected with the plugin's (plugin-NAME/plugin-NAME), each
+  from the cluster's own SelfSubjectRulesReview made with that ServiceAccount's token, and whether OpenFGA's
+  can_view(user, cluster) holds. Without -n only cluster-wide rules (ClusterRoleBindings) are listed.
+  INCOMPLETE marks a review the API server could not finish (an authorizer that cannot list its rules).
+  With VERB RESOURCE: yes or no, and the gate that decides it (can_view, user, plugin).
+  Asks the admin port's POST /can-i (admin.explain, loopback only), which makes the TokenRequests and reviews.
+  exit status: 0 listed, or yes; 1 no or unknown; 2 usage or connection error`,
 };
 
 const wantsHelp = (args: readonly string[]) => args.includes("--help") || args.includes("-h");
@@ -119,6 +132,16 @@ async function main(argv: string[]): Promise<number> {
         if (err instanceof UsageError || String((err as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS_")) return usage((err as Error).message);
         process.stderr.write(`portcullis ${command}: ${(err as Error).message}\n`);
         return 1;
+      }
+    }
+    case "can-i": {
+      const { runCanI, UsageError } = await import("./can-i.ts");
+      try {
+        return await runCanI(rest, { out });
+      } catch (err) {
+        if (err instanceof UsageError || String((err as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS_")) return usage((err as Error).message);
+        process.stderr.write(`portcullis can-i: ${(err as Error).message}\n`);
+        return 2;
       }
     }
     case "--help":

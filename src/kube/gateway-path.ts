@@ -26,7 +26,7 @@ export type KubePath =
   | { readonly kind: "malformed"; readonly detail: string };
 
 /** The roots an API server serves that the gateway forwards (DESIGN.md: kube-api-proxy paths). */
-const FORWARDED_ROOTS: ReadonlySet<string> = new Set(["api", "apis", "version", "openapi"]);
+export const FORWARDED_ROOTS: ReadonlySet<string> = new Set(["api", "apis", "version", "openapi"]);
 
 /**
  * Decodes and checks the API-server path. Envoy's normalize_path and merge_slashes should already

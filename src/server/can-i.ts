@@ -1,6 +1,6 @@
 /**
  * "What can this plugin do for this user?" (issue 17 §3). A PluginToken request reaches the API
- * server only through three gates: OpenFGA's can_view(user, cluster), the gateway's
+ * server only through four gates: the paths the gateway forwards, OpenFGA's can_view(user, cluster), the gateway's
  * SubjectAccessReview for the user's ServiceAccount, and the API server's own RBAC for the plugin's
  * ServiceAccount, whose token is what Envoy forwards. The two RBAC halves are read from the cluster
  * itself — a SelfSubjectRulesReview made with each ServiceAccount's token from TokenRequest — and
@@ -8,6 +8,7 @@
  */
 import { intersectRuleSets, type RuleRequest, type RuleSet, rulesAllow } from "../kube/rules-intersection.ts";
 import type { RulesReviews } from "../kube/rules-review.ts";
+import { FORWARDED_ROOTS } from "../kube/gateway-path.ts";
 import { pluginServiceAccount, type ServiceAccountRef, userServiceAccount } from "../kube/service-accounts.ts";
 import type { ClusterViewCheck, Installation, KnownClusters, ServiceAccountTokens } from "../authz/ports.ts";
 
@@ -58,14 +59,14 @@ export interface CanIList {
   readonly canView: boolean;
   readonly user: Side;
   readonly plugin: Side;
-  /** user ∩ plugin. */
+  /** user ∩ plugin, on the paths the gateway forwards. */
   readonly rows: readonly RuleRow[];
   readonly nonResource: readonly UrlRow[];
   /** Either rules review said it may be missing rules: a request not listed may still be allowed. */
   readonly incomplete: boolean;
 }
 
-export type CanIGate = "can_view" | "user" | "plugin";
+export type CanIGate = "path" | "can_view" | "user" | "plugin";
 
 export interface CanIAnswer {
   /** "unknown": refused by rules a review marked incomplete, which may not list everything. */
@@ -85,6 +86,13 @@ export class CanIError extends Error {
 }
 
 const EMPTY: RuleSet = { resourceRules: [], nonResourceRules: [], incomplete: false };
+
+/** What the gateway forwards at all (gateway-path.ts): every resource, and only these roots' paths. */
+export const GATEWAY_RULES: RuleSet = {
+  resourceRules: [{ verbs: ["*"], apiGroups: ["*"], resources: ["*"], resourceNames: [] }],
+  nonResourceRules: [{ verbs: ["*"], nonResourceURLs: [...FORWARDED_ROOTS].flatMap((root) => [`/${root}`, `/${root}/*`]) }],
+  incomplete: false,
+};
 
 /** A user id as it names a ServiceAccount: a DNS label's characters. */
 const USER_ID = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -116,7 +124,7 @@ export function createCanI(ports: CanIPorts): CanI {
       side(userServiceAccount(query.user)),
       side(pluginServiceAccount(installation.name), installation.uid),
     ]);
-    const both = intersectRuleSets(user.rules, plugin.rules);
+    const both = intersectRuleSets(intersectRuleSets(user.rules, plugin.rules), GATEWAY_RULES);
     return {
       cluster: query.cluster,
       namespace: query.namespace,
@@ -141,6 +149,7 @@ export function createCanI(ports: CanIPorts): CanI {
 /** The answer to one request from a listing: the gates in the order a request meets them. Pure. */
 export function decide(listed: Pick<CanIList, "canView" | "user" | "plugin">, request: RuleRequest): CanIAnswer {
   const gates = [
+    { gate: "path" as const, allowed: rulesAllow(GATEWAY_RULES, request), incomplete: false },
     { gate: "can_view" as const, allowed: listed.canView, incomplete: false },
     { gate: "user" as const, allowed: rulesAllow(listed.user.rules, request), incomplete: listed.user.rules.incomplete },
     { gate: "plugin" as const, allowed: rulesAllow(listed.plugin.rules, request), incomplete: listed.plugin.rules.incomplete },
