@@ -175,7 +175,7 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     expect(audits.map(({ time: _t, level: _l, ...rest }) => rest)).toEqual([
       { ...common, verb: "watch", api_group: "cert-manager.io", resource: "certificates", subresource: "", namespace: "team-a", name: "", path: "", decision: "allowed", request_id: "req-allow" },
       { ...common, verb: "delete", api_group: "", resource: "secrets", subresource: "", namespace: "team-a", name: "db", path: "", decision: "denied:user-sar-denied", request_id: "req-deny" },
-      { ...common, verb: "", api_group: "", resource: "", subresource: "", namespace: "", name: "", path: "", decision: "denied:cluster-mismatch", request_id: "req-mismatch" },
+      { ...common, verb: "list", api_group: "", resource: "pods", subresource: "", namespace: "", name: "", path: "", decision: "denied:cluster-mismatch", request_id: "req-mismatch" },
     ]);
   });
 

@@ -156,13 +156,13 @@ async function pluginRequest(
 ): Promise<Decision> {
   // The request is read first (pure, not a gate), so every audit line, a revoked one too, says what was asked.
   const known = deps.clusters.has(clusterId);
-  const path = known ? kubePathOf(rest) : undefined;
+  const path = kubePathOf(rest);
   // A target Go would read otherwise (e.g. a query past net/url's parameter limit) is never reviewed.
   const unreadableQuery = request.targetError ?? invalidRequestTimeout(request.query);
-  const readable = path?.kind === "ok" && unreadableQuery === undefined;
-  const info = readable ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
-  // The audit line names what was asked even when the query is refused: the path read as Node reads the query.
-  trail.info = info ?? (path?.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined);
+  const asked = path.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
+  // The audit line names what was asked even when the query is refused (read as Node reads it); nothing else uses that reading.
+  trail.info = asked;
+  const info = unreadableQuery === undefined ? asked : undefined;
   // Why the request cannot be reviewed as Kubernetes would read it (reported at gate 4, in order):
   // no SubjectAccessReview or TokenRequest is sent for it (a name Kubernetes could never store
   // would otherwise be reviewed and held in a cache key).
@@ -191,7 +191,7 @@ async function pluginRequest(
   const sa = pluginServiceAccount(claims.installationName);
 
   const canView = start(() => deps.canView.canView(claims.sub, clusterId));
-  const userMay = start(async () => (info === undefined || malformed !== undefined ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info))));
+  const userMay = start(async () => (!known || info === undefined || malformed !== undefined ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info))));
   const pluginToken = start(async () => {
     if (malformed !== undefined) return undefined;
     const found = await installation.result();
@@ -203,9 +203,9 @@ async function pluginRequest(
   if (!passed("can_view", await canView.result())) return deny("can-view-denied", "the user cannot view this cluster");
   if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
   // Gate 4: parse the Kubernetes request into (apiGroup, resource, verb, namespace, name?, subresource?).
-  trace("kube-path", path!.kind === "ok" && malformed !== undefined ? "malformed" : path!.kind);
-  if (path!.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
-  if (path!.kind === "malformed") return deny("bad-request", path!.detail);
+  trace("kube-path", path.kind === "ok" && malformed !== undefined ? "malformed" : path.kind);
+  if (path.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
+  if (path.kind === "malformed") return deny("bad-request", path.detail);
   // Refused as kube-apiserver would before any authorization: a query Go would read otherwise or a
   // bad ?timeout=, a path it answers itself (e.g. `/api/v1/watch` with nothing after it), or a name
   // longer than Kubernetes can store.
