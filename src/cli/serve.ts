@@ -25,6 +25,16 @@ export async function serve(configPath: string): Promise<void> {
     await logging.flush();
     process.exit(code);
   }
+  // SIGHUP reloads the configuration (reload.ts); installed before the start so that one arriving
+  // meanwhile is kept for later, never Node's default (exit).
+  let reloadWhenStarted = false;
+  let reload = () => {
+    reloadWhenStarted = true;
+  };
+  process.on("SIGHUP", () => {
+    logging.logger.info({ signal: "SIGHUP" }, "signal received: reloading the configuration");
+    reload();
+  });
   // Each serving process watches its own event loop, from its start on.
   if (config.watchdog.enabled) startWatchdog({ timeoutMs: config.watchdog.timeoutMs, logger: logging.logger });
   let server: Awaited<ReturnType<typeof startServer>>;
@@ -39,6 +49,8 @@ export async function serve(configPath: string): Promise<void> {
     abandonStart();
     throw err;
   }
+  reload = () => void server.reload(() => loadConfigForStart(configPath));
+  if (reloadWhenStarted) reload();
   if (isWorker()) reportListening();
 
   let stopping = false;

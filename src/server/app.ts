@@ -49,6 +49,7 @@ import { type DependencyState, processReadiness } from "./readiness.ts";
 import { answerPrimary, isWorker } from "./workers.ts";
 import { installationServiceConstructor, installationServiceHandlers } from "./installation-service.ts";
 import { listenerCredentials } from "./tls.ts";
+import { ConfigReloader, type ReloadOutcome } from "./reload.ts";
 import { startTracing } from "../tracing/setup.ts";
 import { tracedChecks } from "../tracing/spans.ts";
 
@@ -81,20 +82,7 @@ export interface Ports {
 export async function connectPorts(config: Config, logger: Logger): Promise<Ports> {
   const clusters = await Clusters.load(config.clusters);
   const openfga = config.openfga;
-  const canView =
-    openfga === undefined
-      ? undefined
-      : new OpenFgaCanView({
-          apiUrl: openfga.apiUrl,
-          store: storeRef(openfga),
-          ...(openfga.authorizationModelId === undefined ? {} : { authorizationModelId: openfga.authorizationModelId }),
-          ...(openfga.apiToken === undefined ? {} : { apiToken: readSecret(openfga.apiToken, "openfga.apiToken") }),
-          timeoutMs: openfga.timeoutMs,
-          allowTtlMs: openfga.allowTtlMs,
-          denyTtlMs: openfga.denyTtlMs,
-          maxEntries: openfga.cacheMaxEntries,
-          logger,
-        });
+  const canView = openfga === undefined ? undefined : openFgaCanView(openfga, logger);
   const userAccess = new SubjectAccessReviews(clusters, {
     timeoutMs: config.kube.sar.timeoutMs,
     allowTtlMs: config.kube.sar.allowTtlMs,
@@ -140,6 +128,21 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   };
 }
 
+/** The OpenFGA gate of `openfga`; built again by a reload that names another store (reload.ts). */
+export function openFgaCanView(openfga: NonNullable<Config["openfga"]>, logger: Logger): OpenFgaCanView {
+  return new OpenFgaCanView({
+    apiUrl: openfga.apiUrl,
+    store: storeRef(openfga),
+    ...(openfga.authorizationModelId === undefined ? {} : { authorizationModelId: openfga.authorizationModelId }),
+    ...(openfga.apiToken === undefined ? {} : { apiToken: readSecret(openfga.apiToken, "openfga.apiToken") }),
+    timeoutMs: openfga.timeoutMs,
+    allowTtlMs: openfga.allowTtlMs,
+    denyTtlMs: openfga.denyTtlMs,
+    maxEntries: openfga.cacheMaxEntries,
+    logger,
+  });
+}
+
 /**
  * The deny-list's watch, on the cluster `revocations` names (its own connection pool, named
  * `revocations` in log lines). Without the section there is no deny-list, and a warning says so.
@@ -172,6 +175,8 @@ export interface RunningServer {
   readonly health: Health;
   /** Graceful stop: NOT_SERVING, answer Checks for the drain period, stop accepting, answer those in flight (bounded), flush logs, close everything. */
   shutdown(): Promise<void>;
+  /** Reads the configuration again (`read`: the start's validator) and applies its live keys (reload.ts). */
+  reload(read: () => Promise<Config>): Promise<ReloadOutcome>;
 }
 
 /**
@@ -236,14 +241,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     );
   }
   const tracing = startTracing(config.tracing, logger);
-  const check = tracedChecks(
-    createChecker({
-      policies: policiesFor(config, ports, options.audit),
-      timeoutMs: config.check.timeoutMs,
-      retryAfterSeconds: config.check.retryAfterSeconds,
-      logger,
-    }),
-  );
+  // Replaced whole by a reload (reloadable below): a Check runs under the old policies or the new.
+  let livePorts = ports;
+  const checkerFor = (current: Config, currentPorts: Ports) =>
+    tracedChecks(
+      createChecker({
+        policies: policiesFor(current, currentPorts, options.audit),
+        timeoutMs: config.check.timeoutMs,
+        retryAfterSeconds: config.check.retryAfterSeconds,
+        logger,
+      }),
+    );
+  let check = checkerFor(config, ports);
   const health = new Health(() => ports.ready());
   const metrics = createMetrics(ports.indexSizes);
 
@@ -267,11 +276,29 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations, revocationListFor(config, ports)));
   const internalPort = await bind(internalServer, config.listen.internal, tls.credentials);
 
+  let explainer = explainerFor(options);
+  const reloader = new ConfigReloader({
+    config,
+    logger,
+    registry: metrics,
+    apply: (next, plan) => {
+      // Everything is built before anything is swapped: a secret file that cannot be read throws here.
+      const storeChanged = plan.live.some((key) => key.startsWith("openfga."));
+      const canView = storeChanged && next.openfga !== undefined ? openFgaCanView(next.openfga, logger) : undefined;
+      const nextPorts: Ports = canView === undefined ? livePorts : { ...livePorts, canView, dependencies: () => [canView.storeState()] };
+      const nextCheck = checkerFor(next, nextPorts);
+      const nextExplainer = explainer === undefined ? undefined : explainerFor({ ...options, config: next, ports: nextPorts });
+      livePorts = nextPorts;
+      check = nextCheck;
+      explainer = nextExplainer;
+    },
+  });
   const adminOptions: AdminOptions = {
     readiness: () =>
-      processReadiness({ shuttingDown: health.shuttingDown, serving: health.serving, indexes: ports.indexSizes(), dependencies: ports.dependencies?.() ?? [] }),
+      processReadiness({ shuttingDown: health.shuttingDown, serving: health.serving, indexes: ports.indexSizes(), dependencies: livePorts.dependencies?.() ?? [] }),
     metrics,
-    explain: explainerFor(options),
+    // Whether /explain is served is fixed at start; which policies it runs follows reloads.
+    explain: explainer === undefined ? undefined : (request) => explainer!(request),
     canI: config.admin.explain ? createCanI(ports) : undefined,
   };
   const admin = createAdminServer(adminOptions);
@@ -288,6 +315,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     adminPort,
     internalPort,
     health,
+    reload: (read) => reloader.reload(read),
     async shutdown() {
       health.beginShutdown();
       const drainMs = config.shutdown.drainMs;

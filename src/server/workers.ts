@@ -14,7 +14,8 @@
  *
  * SIGTERM or SIGINT to the primary is passed on to every worker, which drains as a single process
  * does (NOT_SERVING, in-flight checks answered, logs flushed); the primary exits once every worker
- * has, 0 if they all exited cleanly. A worker that dies after it was listening is replaced; one that
+ * has, 0 if they all exited cleanly. SIGHUP is passed on too: each worker reloads its configuration
+ * (reload.ts). A worker that dies after it was listening is replaced; one that
  * dies before (a start-up failure: configuration, credentials) stops them all, and the primary exits 1,
  * as a single process would.
  */
@@ -107,6 +108,7 @@ export function superviseWorkers(options: WorkerOptions): Promise<number> {
   const { logger } = options;
   const live = new Set<Worker>();
   const listeningWorkers = new Set<Worker>();
+  const reloadWhenListening = new Set<Worker>();
   const waiting = new Map<number, (answer: AdminAnswer | undefined) => void>();
   let nextQuestion = 0;
   let stopping = false;
@@ -164,11 +166,13 @@ export function superviseWorkers(options: WorkerOptions): Promise<number> {
         if (m === LISTENING) {
           listening = true;
           listeningWorkers.add(worker);
+          if (reloadWhenListening.delete(worker)) worker.process.kill("SIGHUP");
         } else if (isAdminAnswer(m)) waiting.get(m.id)?.(m);
       });
       worker.once("exit", (code, signal) => {
         live.delete(worker);
         listeningWorkers.delete(worker);
+        reloadWhenListening.delete(worker);
         if (stopping) {
           if (code !== 0) failed = true;
           if (live.size === 0) finish(failed ? 1 : 0);
@@ -205,6 +209,16 @@ export function superviseWorkers(options: WorkerOptions): Promise<number> {
     }
     process.on("SIGTERM", () => stop("SIGTERM"));
     process.on("SIGINT", () => stop("SIGINT"));
+    // A signal to the primary's pid reaches the primary only: each worker reloads its own configuration.
+    // A worker still starting may have read the file before it changed, and would die of a SIGHUP
+    // before its handler exists: it gets the signal once it listens.
+    process.on("SIGHUP", () => {
+      logger.info({ signal: "SIGHUP", workers: live.size }, "signal received: passing the reload on to every worker");
+      for (const worker of live) {
+        if (listeningWorkers.has(worker)) worker.process.kill("SIGHUP");
+        else reloadWhenListening.add(worker);
+      }
+    });
 
     const { host, port } = splitAddress(options.admin.address);
     admin.once("error", (err) => {
