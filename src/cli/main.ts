@@ -70,7 +70,8 @@ const HELP: Readonly<Record<string, string>> = {
   from the cluster's own SelfSubjectRulesReview made with that ServiceAccount's token, and whether OpenFGA's
   can_view(user, cluster) holds. Without -n only cluster-wide rules (ClusterRoleBindings) are listed.
   INCOMPLETE marks a review the API server could not finish (an authorizer that cannot list its rules).
-  With VERB RESOURCE: yes or no, and the gate that decides it (can_view, user, plugin).
+  Only the paths the gateway forwards are listed (/api, /apis, /version, /openapi).
+  With VERB RESOURCE: yes or no, and the gate that decides it (path, can_view, user, plugin).
   Asks the admin port's POST /can-i (admin.explain, loopback only), which makes the TokenRequests and reviews.
   exit status: 0 listed, or yes; 1 no or unknown; 2 usage or connection error`,
 };
