@@ -224,18 +224,25 @@ function perRouteAuthz(policy: PolicyName, service?: string): Record<string, unk
   };
 }
 
+/** Plugin pages call kube-api-proxy and plugin-proxy from their own origin; the token rides in Authorization, cookies never cross origins (FUN-17 §7). */
 function corsPolicy(envoy: EnvoyConfig): Record<string, unknown> {
+  return corsFor({ origin: envoy.origins.pluginProxy, methods: CORS_METHODS, headers: CORS_HEADERS, credentials: false });
+}
+
+/**
+ * One origin admitted; a preflight from any other origin is answered by Envoy, without CORS headers,
+ * and never reaches portcullis.
+ */
+function corsFor(allowed: { origin: string; methods: string; headers: string; credentials: boolean }): Record<string, unknown> {
   return {
     [FILTER.cors]: {
       "@type": `${T}envoy.extensions.filters.http.cors.v3.CorsPolicy`,
-      allow_origin_string_match: [{ exact: envoy.origins.pluginProxy }],
-      allow_methods: CORS_METHODS,
-      allow_headers: CORS_HEADERS,
+      allow_origin_string_match: [{ exact: allowed.origin }],
+      allow_methods: allowed.methods,
+      allow_headers: allowed.headers,
       expose_headers: CORS_EXPOSE,
       max_age: "600",
-      // The token rides in Authorization; cookies never cross origins (FUN-17 §7).
-      allow_credentials: false,
-      // A preflight from any other origin is answered here, without CORS headers, and never reaches portcullis.
+      allow_credentials: allowed.credentials,
       forward_not_matching_preflights: false,
     },
   };
@@ -380,18 +387,7 @@ function prefixMatch(prefix: string): Record<string, unknown> {
 
 /** The Console calls the platform's APIs with its session cookie; no other origin is admitted. */
 function platformCorsPolicy(envoy: EnvoyConfig): Record<string, unknown> {
-  return {
-    [FILTER.cors]: {
-      "@type": `${T}envoy.extensions.filters.http.cors.v3.CorsPolicy`,
-      allow_origin_string_match: [{ exact: envoy.origins.console }],
-      allow_methods: PLATFORM_CORS_METHODS,
-      allow_headers: PLATFORM_CORS_HEADERS,
-      expose_headers: CORS_EXPOSE,
-      max_age: "600",
-      allow_credentials: true,
-      forward_not_matching_preflights: false,
-    },
-  };
+  return corsFor({ origin: envoy.origins.console, methods: PLATFORM_CORS_METHODS, headers: PLATFORM_CORS_HEADERS, credentials: true });
 }
 
 /** Requests under `prefix` Envoy cannot route still get portcullis's answer first, then 404. */
