@@ -78,8 +78,9 @@ const list = async (user: UserName, installation: string, namespace: string) => 
 
 // ---- requests, as a path and an HTTP method, from (verb, group, resource, name, namespace) ----
 
-const CLUSTER_SCOPED = new Set(["selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews", "namespaces", "nodes"]);
-const VERSION: Record<string, string> = { "": "v1", "cert-manager.io": "v1", "authorization.k8s.io": "v1", "authentication.k8s.io": "v1" };
+const CLUSTER_SCOPED = new Set(["selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews", "namespaces", "nodes", "clustertrustbundles"]);
+/** The groups the world's rules name (the bootstrap roles give every ServiceAccount clustertrustbundles, a beta API the harness does not serve: 404 after authorization). */
+const VERSION: Record<string, string> = { "": "v1", "cert-manager.io": "v1", "authorization.k8s.io": "v1", "authentication.k8s.io": "v1", "certificates.k8s.io": "v1beta1" };
 const REVIEW_BODIES: Record<string, unknown> = {
   selfsubjectaccessreviews: { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectAccessReview", spec: { resourceAttributes: { verb: "get", resource: "pods" } } },
   selfsubjectrulesreviews: { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectRulesReview", spec: { namespace: "team-a" } },
@@ -96,7 +97,9 @@ interface Probe {
 }
 
 function httpOf(p: Probe): { method: string; path: string; body?: unknown } {
-  const base = p.group === "" ? "/api/v1" : `/apis/${p.group}/${VERSION[p.group]}`;
+  const version = VERSION[p.group];
+  if (version === undefined) throw new Error(`no probe for group ${p.group}`);
+  const base = p.group === "" ? "/api/v1" : `/apis/${p.group}/${version}`;
   const ns = CLUSTER_SCOPED.has(p.resource) || p.namespace === "" ? "" : `/namespaces/${p.namespace}`;
   const collection = `${base}${ns}/${p.resource}`;
   const object = `${collection}/${p.name}${p.subresource === "" ? "" : `/${p.subresource}`}`;
@@ -178,7 +181,7 @@ const SAMPLES: Probe[] = [
     { verb, group: "", resource: "configmaps", subresource: "", name: verb === "list" || verb === "create" ? "" : "kube-root-ca.crt", namespace: "team-a" },
   ]),
   { verb: "get", group: "", resource: "secrets", subresource: "", name: "db-password", namespace: "team-a" },
-  { verb: "get", group: "cert-manager.io", resource: "certificaterequests", subresource: "", name: "", namespace: "team-a" },
+  { verb: "get", group: "cert-manager.io", resource: "certificaterequests", subresource: "", name: "web", namespace: "team-a" },
   { verb: "list", group: "cert-manager.io", resource: "certificaterequests", subresource: "", name: "", namespace: "team-a" },
   { verb: "get", group: "cert-manager.io", resource: "certificates", subresource: "status", name: "web", namespace: "team-a" },
   { verb: "get", group: "", resource: "pods", subresource: "", name: "web-0", namespace: "team-a" },
