@@ -83,7 +83,7 @@ export const configSchema = z
         explain: z
           .boolean()
           .default(false)
-          .describe("serve POST /explain on the admin port, to loopback peers only: it runs real checks and writes (marked) audit lines"),
+          .describe("serve POST /explain and POST /can-i on the admin port, to loopback peers only: they run real checks, TokenRequests and rules reviews, and /explain writes (marked) audit lines"),
       })
       .strict()
       .default({ explain: false }),
