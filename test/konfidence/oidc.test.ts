@@ -11,6 +11,7 @@ import { OidcProviders, type OidcProvidersOptions } from "../../src/konfidence/o
 import { ProviderHttp } from "../../src/konfidence/provider-http.ts";
 import { OidcSessions } from "../../src/konfidence/session.ts";
 import { newSigningKey, startLocalProvider, type LocalProvider } from "./oidc-provider.ts";
+import { TEST_OIDC_OPTIONS } from "../support/oidc-providers.ts";
 
 const AUD = "https://konfidence.example/api";
 const cleanups: Array<() => Promise<void>> = [];
@@ -29,14 +30,7 @@ function verifier(ca: string | undefined, options: Partial<OidcProvidersOptions>
   cleanups.push(() => http.close());
   const providers = new OidcProviders({
     http,
-    discoveryTtlMs: 60_000,
-    jwksCooldownMs: 30_000,
-    jwksMaxAgeMs: 600_000,
-    timeoutMs: 1_000,
-    clockToleranceSeconds: 5,
-    verifiedCacheMaxEntries: 1_000,
-    failureBackoffInitialMs: 1_000,
-    failureBackoffMaxMs: 30_000,
+    ...TEST_OIDC_OPTIONS,
     ...options,
   });
   return { http, providers };

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_SUB_LENGTH, OidcProviders } from "../../src/konfidence/oidc.ts";
 import { ProviderHttp } from "../../src/konfidence/provider-http.ts";
 import { type LocalProvider, startLocalProvider } from "./oidc-provider.ts";
+import { TEST_OIDC_OPTIONS } from "../support/oidc-providers.ts";
 
 let p: LocalProvider;
 let http: ProviderHttp;
@@ -16,17 +17,7 @@ beforeAll(async () => {
   p = await startLocalProvider();
   key = p.addKey();
   http = new ProviderHttp({ ca: p.ca, timeoutMs: 1_000, maxResponseBytes: 65_536 });
-  providers = new OidcProviders({
-    http,
-    discoveryTtlMs: 60_000,
-    jwksCooldownMs: 30_000,
-    jwksMaxAgeMs: 600_000,
-    timeoutMs: 1_000,
-    clockToleranceSeconds: 5,
-    verifiedCacheMaxEntries: 1_000,
-    failureBackoffInitialMs: 1_000,
-    failureBackoffMaxMs: 30_000,
-  });
+  providers = new OidcProviders({ http, ...TEST_OIDC_OPTIONS });
 });
 afterAll(async () => {
   await http.close();

@@ -11,6 +11,7 @@ import { OidcProviders } from "../../src/konfidence/oidc.ts";
 import { OIDC_PROVIDER, ProviderHttp } from "../../src/konfidence/provider-http.ts";
 import { startTracing, type Tracing } from "../../src/tracing/setup.ts";
 import { startLocalProvider, type LocalProvider } from "../konfidence/oidc-provider.ts";
+import { TEST_OIDC_OPTIONS } from "../support/oidc-providers.ts";
 
 const AUD = "https://konfidence.example/api";
 let exporter: InMemorySpanExporter;
@@ -34,17 +35,7 @@ afterEach(async () => {
 
 function providers(): OidcProviders {
   http = new ProviderHttp({ ca: provider.ca, timeoutMs: 1_000, maxResponseBytes: 65_536 });
-  return new OidcProviders({
-    http,
-    discoveryTtlMs: 60_000,
-    jwksCooldownMs: 30_000,
-    jwksMaxAgeMs: 600_000,
-    timeoutMs: 1_000,
-    clockToleranceSeconds: 5,
-    verifiedCacheMaxEntries: 1_000,
-    failureBackoffInitialMs: 1_000,
-    failureBackoffMaxMs: 30_000,
-  });
+  return new OidcProviders({ http, ...TEST_OIDC_OPTIONS });
 }
 
 it("discovery and JWKS fetches under a recording span are its children, each naming its URL (no query)", async () => {
