@@ -31,6 +31,11 @@ export function routeCovers(prefix: string, path: string): boolean {
   return path === prefix || path.startsWith(`${prefix}/`);
 }
 
+/** authn-api's TokenService.MintPluginToken (FUN-17 §11), under whatever Connect package it is served. */
+function isMintPluginToken(path: string): boolean {
+  return /\.TokenService\/MintPluginToken$/.test(path);
+}
+
 const service = z
   .object({
     name: z
@@ -50,6 +55,11 @@ const service = z
       if (PATH.test(path) && !s.routes.some((r) => routeCovers(r, path))) {
         ctx.addIssue({ code: "custom", path: ["public", i], message: `${path} is not under any of this service's routes` });
       }
+    });
+    s.public.forEach((path, i) => {
+      // FUN-17 §3's hard wall: MintPluginToken accepts only a UserToken, so it can never be public
+      // (public reads no token: a PluginToken would reach it and could mint another).
+      if (isMintPluginToken(path)) ctx.addIssue({ code: "custom", path: ["public", i], message: `${path} mints PluginTokens and needs a UserToken: it cannot be public` });
     });
     if (new Set(s.public).size !== s.public.length) ctx.addIssue({ code: "custom", path: ["public"], message: "a path is listed twice" });
   });
