@@ -36,7 +36,15 @@ export interface IndexSizes {
  * list to the code): their error series exist at 0 from the first scrape, so rate() and alerts see
  * the first failure.
  */
-export const DEPENDENCIES = ["openfga", "kube-subjectaccessreview", "kube-tokenrequest", "kube-readyz", "oidc-provider", "authn-api-jwks"] as const;
+export const DEPENDENCIES = [
+  "openfga",
+  "kube-subjectaccessreview",
+  "kube-tokenrequest",
+  "kube-readyz",
+  "kube-selfsubjectrulesreview",
+  "oidc-provider",
+  "authn-api-jwks",
+] as const;
 
 /** What the build-info metric reports: package.json's version, and the Node version running it. */
 export const BUILD = {
