@@ -2,10 +2,11 @@
  * Reloading the configuration on SIGHUP, in the real process (`node src/cli/main.ts --config FILE`)
  * against wire fakes. The HS256 secret is a file, as a Kubernetes Secret mounts it: rotating it and
  * sending SIGHUP must change which tokens verify without a restart (same pid) and without a refused
- * check; an invalid file or an unreadable secret changes nothing; a changed port needs a restart.
+ * check; another OpenFGA store is asked from the reload on; an invalid file or an unreadable secret
+ * changes nothing; a changed port needs a restart; with workers, the primary passes SIGHUP to each.
  * On 671d19e SIGHUP had no handler and Node's default ended the process.
  */
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { authorizationClient } from "../../src/envoy/protos.ts";
@@ -179,6 +180,24 @@ it("a changed port + SIGHUP: 'restart required for listen.grpc' logged, the old 
   // healthStatus reports a connection that no server answers as gRPC UNAVAILABLE (14).
   expect(await healthStatus(moved.grpc).catch(() => "error 14")).toBe("error 14");
   expect(p.child.exitCode).toBeNull();
+  close();
+});
+
+it("another OpenFGA store + SIGHUP: checks go to the new store (one the fake does not hold: 503), and back", { timeout: 60_000 }, async () => {
+  const { p, files } = await start("store");
+  const { ask, close } = asker(p);
+  const token = await pluginToken({}, { secret: OLD_SECRET });
+  const moveStore = async (storeId: string, reloads: number) => {
+    writeFileSync(files.config, readFileSync(files.config, "utf8").replace(/storeId: "[0-9A-Z]+"/, `storeId: "${storeId}"`));
+    p.child.kill("SIGHUP");
+    await until(() => logged(p, "configuration reloaded").length === reloads, 10_000, `the reload to store ${storeId}`);
+  };
+  expect(await ask(token)).toBe("allowed");
+  await moveStore("01HVMMBCMGZNT3SED4Z17ECXCB", 1);
+  expect(logged(p, "configuration reloaded")[0]!["applied"]).toEqual(["openfga.storeId"]);
+  expect(await ask(token)).toBe("denied dependency-unavailable");
+  await moveStore(world.openfga.storeId, 2);
+  expect(await ask(token)).toBe("allowed");
   close();
 });
 
