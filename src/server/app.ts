@@ -299,7 +299,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     metrics,
     // Whether /explain is served is fixed at start; which policies it runs follows reloads.
     explain: explainer === undefined ? undefined : (request) => explainer!(request),
-    canI: config.admin.explain ? createCanI(ports) : undefined,
+    // The OpenFGA gate as a reload leaves it (can-i reads its ports per question).
+    canI: config.admin.explain ? createCanI({ ...ports, get canView() { return livePorts.canView; } }) : undefined,
   };
   const admin = createAdminServer(adminOptions);
   // With workers the primary serves the admin port for all of them (workers.ts); a worker answers it over IPC.
