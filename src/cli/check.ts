@@ -145,7 +145,11 @@ async function check(server: string, request: object, channel: ReturnType<typeof
   } catch (err) {
     const { code } = err as { code?: unknown };
     if (code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED) {
-      throw new Error(`cannot reach portcullis at ${server}: ${plainCause(grpcCause(err as { code?: unknown; details?: unknown }))}`);
+      const cause = grpcCause(err as { code?: unknown; details?: unknown });
+      // Over TLS, a server refusing our certificate resets the connection or drops it, whichever
+      // reaches the client first: both mean the same to the operator.
+      const tlsAware = channel.credentials !== undefined && cause === "ECONNRESET" ? "DROPPED" : cause;
+      throw new Error(`cannot reach portcullis at ${server}: ${plainCause(tlsAware)}`);
     }
     throw err;
   } finally {
