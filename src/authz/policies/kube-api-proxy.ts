@@ -23,7 +23,7 @@ import { start } from "../started.ts";
 import { passed, trace } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
-import { kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
+import { type KubePath, kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
 import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
 import { oversizedField } from "../../kube/object-names.ts";
@@ -63,11 +63,20 @@ const ACCEPTED: AcceptedCredentials = {
  */
 const ACCEPTED_ON_PROXY: AcceptedCredentials = { bearer: ACCEPTED.bearer, "websocket-protocol": ACCEPTED["websocket-protocol"] };
 
-function acceptedCredentials(request: HttpRequest, rest: string): AcceptedCredentials {
+function relaysPages(asked: RequestInfo | undefined): boolean {
+  return asked?.isResourceRequest === true && (asked.verb === "proxy" || asked.subresource === "proxy");
+}
+
+/** The Kubernetes request behind the gateway path, read once (pure): it decides which credentials count, what is reviewed and what is audited. */
+interface KubeRequest {
+  readonly path: KubePath;
+  /** Undefined when the path is not a Kubernetes API path. */
+  readonly asked: RequestInfo | undefined;
+}
+
+function readKubeRequest(request: HttpRequest, rest: string): KubeRequest {
   const path = kubePathOf(rest);
-  if (path.kind !== "ok") return ACCEPTED;
-  const info = requestInfoFor({ method: request.method, path: path.path, query: request.query });
-  return info.isResourceRequest && (info.verb === "proxy" || info.subresource === "proxy") ? ACCEPTED_ON_PROXY : ACCEPTED;
+  return { path, asked: path.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined };
 }
 
 export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
@@ -78,13 +87,14 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
       const target = parseGatewayPath(request.path);
       trace("gateway-path", target.kind);
       if (target.kind === "malformed") return deny("bad-request", target.detail);
-      const identity = await identify(request.headers, acceptedCredentials(request, target.rest), deps.tokens, deps.cookieOrigins);
+      const kube = readKubeRequest(request, target.rest);
+      const identity = await identify(request.headers, relaysPages(kube.asked) ? ACCEPTED_ON_PROXY : ACCEPTED, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
       return claims.type === "user"
-        ? userRequest(request, target.clusterId, target.rest, claims, deps)
-        : auditedPluginRequest(request, target.clusterId, target.rest, claims, deps, deadline);
+        ? userRequest(request, target.clusterId, kube.path, claims, deps)
+        : auditedPluginRequest(request, target.clusterId, kube, claims, deps, deadline);
     },
   };
 }
@@ -93,7 +103,7 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
 async function userRequest(
   request: HttpRequest,
   clusterId: string,
-  rest: string,
+  path: KubePath,
   claims: UserClaims,
   deps: KubeApiProxyDeps,
 ): Promise<Decision> {
@@ -104,7 +114,6 @@ async function userRequest(
 
   if (!passed("can_view", await canView.result())) return deny("can-view-denied", "you cannot view this cluster");
   if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
-  const path = kubePathOf(rest);
   trace("kube-path", path.kind);
   if (path.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (path.kind === "malformed") return deny("bad-request", path.detail);
@@ -117,7 +126,7 @@ async function userRequest(
 async function auditedPluginRequest(
   request: HttpRequest,
   clusterId: string,
-  rest: string,
+  kube: KubeRequest,
   claims: PluginClaims,
   deps: KubeApiProxyDeps,
   deadline: AbortSignal,
@@ -125,7 +134,7 @@ async function auditedPluginRequest(
   const trail: AuditTrail = { info: undefined, pinnedDefinitionHash: "" };
   let decision: Decision;
   try {
-    decision = await beforeDeadline(pluginRequest(request, clusterId, rest, claims, deps, trail), deadline);
+    decision = await beforeDeadline(pluginRequest(request, clusterId, kube, claims, deps, trail), deadline);
   } catch (err) {
     // The audit line names the denial the caller will be given (check() maps errors the same way,
     // and logs them); then the error goes on to check().
@@ -149,17 +158,15 @@ interface AuditTrail {
 async function pluginRequest(
   request: HttpRequest,
   clusterId: string,
-  rest: string,
+  { path, asked }: KubeRequest,
   claims: PluginClaims,
   deps: KubeApiProxyDeps,
   trail: AuditTrail,
 ): Promise<Decision> {
-  // The request is read first (pure, not a gate), so every audit line, a revoked one too, says what was asked.
+  // The request was read before any gate (pure), so every audit line, a revoked one too, says what was asked.
   const known = deps.clusters.has(clusterId);
-  const path = kubePathOf(rest);
   // A target Go would read otherwise (e.g. a query past net/url's parameter limit) is never reviewed.
   const unreadableQuery = request.targetError ?? invalidRequestTimeout(request.query);
-  const asked = path.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
   // The audit line names what was asked even when the query is refused (read as Node reads it); nothing else uses that reading.
   trail.info = asked;
   const info = unreadableQuery === undefined ? asked : undefined;
