@@ -243,15 +243,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tracing = startTracing(config.tracing, logger);
   // Replaced whole by a reload (reloadable below): a Check runs under the old policies or the new.
   let livePorts = ports;
-  const checkerFor = (current: Config, currentPorts: Ports) =>
-    tracedChecks(
-      createChecker({
-        policies: policiesFor(current, currentPorts, options.audit),
-        timeoutMs: config.check.timeoutMs,
-        retryAfterSeconds: config.check.retryAfterSeconds,
-        logger,
-      }),
-    );
+  const checkerFor = (current: Config, currentPorts: Ports) => tracedChecks(checkerOver(current, currentPorts, options.audit, logger));
   let check = checkerFor(config, ports);
   const health = new Health(() => ports.ready());
   const metrics = createMetrics(ports.indexSizes);
@@ -346,14 +338,17 @@ function explainerFor(options: ServerOptions): Explainer | undefined {
   const { config, ports, logger } = options;
   if (!config.admin.explain) return undefined;
   logger.warn({ setting: "admin.explain" }, "POST /explain is served on the admin port to loopback peers: it runs real checks");
-  return createExplainer(
-    createChecker({
-      policies: policiesFor(config, ports, explainAudit(options.audit)),
-      timeoutMs: config.check.timeoutMs,
-      retryAfterSeconds: config.check.retryAfterSeconds,
-      logger,
-    }),
-  );
+  return createExplainer(checkerOver(config, ports, explainAudit(options.audit), logger));
+}
+
+/** A checker over the policies this configuration serves, writing audit lines to `audit`. */
+function checkerOver(config: Config, ports: Ports, audit: AuditSink, logger: Logger): ReturnType<typeof createChecker> {
+  return createChecker({
+    policies: policiesFor(config, ports, audit),
+    timeoutMs: config.check.timeoutMs,
+    retryAfterSeconds: config.check.retryAfterSeconds,
+    logger,
+  });
 }
 
 function splitAddress(address: string): { host: string; port: number } {
