@@ -251,12 +251,7 @@ export class WatchedIndex<T extends KubernetesObject> {
    */
   #failed(generation: number, err: unknown): void {
     if (generation !== this.#generation) return;
-    this.#generation++;
-    this.#listAgain = undefined;
-    clearTimeout(this.#probeTimer);
-    clearTimeout(this.#silenceTimer);
-    void this.#listWatch?.stop();
-    this.#synced = false;
+    void this.#giveUpCurrent();
     if (this.#stopped) return;
     const delay = this.#backoffMs;
     this.#backoffMs = Math.min(this.#backoffMs * 2, this.#options.maxBackoffMs);
@@ -274,13 +269,18 @@ export class WatchedIndex<T extends KubernetesObject> {
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    this.#synced = false;
-    this.#generation++;
-    this.#listAgain = undefined;
     clearTimeout(this.#restartTimer);
+    await this.#giveUpCurrent();
+  }
+
+  /** Unsynced, and the current list+watch given up on: its timers cleared, its later news ignored. */
+  #giveUpCurrent(): Promise<void> {
+    this.#generation++;
+    this.#synced = false;
+    this.#listAgain = undefined;
     clearTimeout(this.#probeTimer);
     clearTimeout(this.#silenceTimer);
-    await this.#listWatch?.stop();
+    return this.#listWatch?.stop() ?? Promise.resolve();
   }
 }
 
