@@ -10,7 +10,7 @@
  */
 import { Health } from "@kubernetes/client-node";
 import { LRUCache } from "lru-cache";
-import type { Clusters } from "./clusters.ts";
+import { type Clusters, perCluster } from "./clusters.ts";
 import { withDeadline } from "../authz/errors.ts";
 
 /** The dependency name in errors, logs and metrics. */
@@ -22,6 +22,9 @@ export interface ApiServerReadinessOptions {
   readonly readyTtlMs?: number;
 }
 
+/** Ready answers held at once: one per cluster (they live 500 ms). */
+const READY_ANSWERS_MAX = 4_096;
+
 /** Thrown inside the cache so that "not ready" is never stored. */
 class NotReady extends Error {}
 
@@ -30,18 +33,25 @@ export class ApiServerReadiness {
 
   constructor(clusters: Clusters, options: ApiServerReadinessOptions) {
     const readyTtlMs = options.readyTtlMs ?? 500;
-    const probes = new Map(clusters.all().map((c) => [c.id, new Health(c.kubeConfig)]));
+    // Looked up per probe: the registry adds, replaces and removes clusters while this runs.
+    const probeOf = perCluster((c) => new Health(c.kubeConfig));
     this.#cache = new LRUCache<string, boolean>({
-      max: Math.max(1, probes.size),
+      // A cluster whose answer is evicted is probed again on its next denial: that is all a small bound costs.
+      max: READY_ANSWERS_MAX,
       ttl: readyTtlMs,
       fetchMethod: async (clusterId) => {
-        const probe = probes.get(clusterId);
-        if (probe === undefined) throw new NotReady("cluster not configured");
-        const ready = await withDeadline(READYZ_DEPENDENCY, options.timeoutMs, (signal) => probe.readyz({ signal }));
+        const cluster = clusters.get(clusterId);
+        if (cluster === undefined) throw new NotReady("cluster not configured");
+        const ready = await withDeadline(READYZ_DEPENDENCY, options.timeoutMs, (signal) => probeOf(cluster).readyz({ signal }));
         if (!ready) throw new NotReady("/readyz did not answer 200");
         return true;
       },
     });
+  }
+
+  /** A replaced or removed cluster is asked again: the answer was the old API server's. */
+  forgetCluster(clusterId: string): void {
+    this.#cache.delete(clusterId);
   }
 
   async ready(clusterId: string): Promise<boolean> {

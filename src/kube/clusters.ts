@@ -1,7 +1,9 @@
 /**
- * The clusters portcullis reaches, each through its own kubeconfig (a file or in-cluster). One
- * bounded HTTP/1.1 connection pool per API server carries every call to it: reviews, token
- * requests, lists and watches.
+ * The clusters portcullis reaches: the static ones, each through its own kubeconfig (a file or
+ * in-cluster), and those the cluster registry adds and removes while it runs
+ * (cluster-registry.ts), each from the credentials of its Secret. One bounded HTTP/1.1 connection
+ * pool per API server carries every call to it: reviews, token requests, lists and watches; a
+ * cluster replaced or removed has its pool closed, and nothing of it is shared with another cluster.
  */
 import {
   type ConfigurationOptions,
@@ -73,13 +75,26 @@ class PooledKubeConfig extends KubeConfig {
   }
 }
 
+/** Where a cluster came from: the `clusters:` list of the file, or a Secret of the cluster registry. */
+export type ClusterSource = "static" | "registry";
+
+/** A cluster with the pool that carries its calls. */
+export interface PooledCluster {
+  readonly cluster: Cluster;
+  readonly pool: Dispatcher;
+}
+
+/**
+ * How long a replaced or removed cluster's pool lets the calls already on it finish (they all
+ * carry deadlines far shorter) before its connections are destroyed.
+ */
+const RETIRED_POOL_GRACE_MS = 10_000;
+
 export class Clusters implements KnownClusters {
-  readonly #clusters: ReadonlyMap<string, Cluster>;
-  readonly #pools: readonly Dispatcher[];
+  readonly #clusters = new Map<string, PooledCluster & { readonly source: ClusterSource }>();
 
   constructor(clusters: readonly Cluster[], pools: readonly Dispatcher[] = []) {
-    this.#clusters = new Map(clusters.map((c) => [c.id, c]));
-    this.#pools = pools;
+    clusters.forEach((cluster, i) => this.#clusters.set(cluster.id, { cluster, pool: pools[i] ?? NO_POOL, source: "static" }));
   }
 
   static async load(configs: readonly ClusterConfig[]): Promise<Clusters> {
@@ -95,20 +110,114 @@ export class Clusters implements KnownClusters {
   }
 
   get(clusterId: string): Cluster | undefined {
-    return this.#clusters.get(clusterId);
+    return this.#clusters.get(clusterId)?.cluster;
   }
 
   all(): Cluster[] {
-    return [...this.#clusters.values()];
+    return [...this.#clusters.values()].map((c) => c.cluster);
+  }
+
+  sourceOf(clusterId: string): ClusterSource | undefined {
+    return this.#clusters.get(clusterId)?.source;
+  }
+
+  /** How many clusters each source holds, for metrics. */
+  counts(): Record<ClusterSource, number> {
+    const counts = { static: 0, registry: 0 };
+    for (const c of this.#clusters.values()) counts[c.source]++;
+    return counts;
+  }
+
+  /**
+   * Adds a registered cluster, or replaces the one registered under its id (a rotated credential,
+   * another CA or server): calls made from now on use the new pool; the old pool is retired.
+   * A static cluster is never replaced (the registry refuses its id before this).
+   */
+  put(pooled: PooledCluster): void {
+    const previous = this.#clusters.get(pooled.cluster.id);
+    if (previous?.source === "static") throw new Error(`cluster ${pooled.cluster.id} is configured statically`);
+    this.#clusters.set(pooled.cluster.id, { ...pooled, source: "registry" });
+    if (previous !== undefined) retire(previous.pool);
+  }
+
+  /** Removes a registered cluster and retires its pool; a static cluster stays. */
+  remove(clusterId: string): void {
+    const previous = this.#clusters.get(clusterId);
+    if (previous === undefined || previous.source === "static") return;
+    this.#clusters.delete(clusterId);
+    retire(previous.pool);
   }
 
   /** Closes every pool's connections, ending open watches. */
   async close(): Promise<void> {
-    await Promise.all(this.#pools.map((pool) => pool.destroy()));
+    await Promise.all([...this.#clusters.values()].map((c) => c.pool.destroy()));
   }
 }
 
-async function loadCluster(config: ClusterConfig): Promise<{ cluster: Cluster; pool: Dispatcher }> {
+/** Stands in for the pool of a cluster built without one (tests' literal clusters). */
+const NO_POOL = { destroy: async () => {}, close: async () => {} } as unknown as Dispatcher;
+
+/** New calls are refused; those in flight finish within the grace, then the connections are destroyed. */
+function retire(pool: Dispatcher): void {
+  pool.close().catch(() => {});
+  setTimeout(() => void pool.destroy().catch(() => {}), RETIRED_POOL_GRACE_MS).unref();
+}
+
+/**
+ * One client per cluster object, made on first use: a replaced cluster is a new object, so its
+ * clients are made anew from its new credentials, and the old ones go with the old object.
+ */
+export function perCluster<T extends object>(make: (cluster: Cluster) => T): (cluster: Cluster) => T {
+  const made = new WeakMap<Cluster, T>();
+  return (cluster) => {
+    let client = made.get(cluster);
+    if (client === undefined) made.set(cluster, (client = make(cluster)));
+    return client;
+  };
+}
+
+/** A registered cluster's connection, read from its Secret (cluster-registry.ts). */
+export interface ClusterCredentials {
+  readonly id: string;
+  /** https URL of the API server. */
+  readonly server: string;
+  /** PEM CA bundle; the system's CAs when absent. */
+  readonly caPem?: string;
+  readonly tlsServerName?: string;
+  readonly credential: { readonly token: string } | { readonly certPem: string; readonly keyPem: string };
+}
+
+/** The cluster and pool for registered credentials: no file and no network is touched. */
+export function connectCluster(credentials: ClusterCredentials): PooledCluster {
+  const kubeConfig = new PooledKubeConfig();
+  const base64 = (pem: string) => Buffer.from(pem).toString("base64");
+  const credential = credentials.credential;
+  kubeConfig.loadFromOptions({
+    clusters: [
+      {
+        name: credentials.id,
+        server: credentials.server,
+        skipTLSVerify: false,
+        ...(credentials.caPem === undefined ? {} : { caData: base64(credentials.caPem) }),
+        ...(credentials.tlsServerName === undefined ? {} : { tlsServerName: credentials.tlsServerName }),
+      },
+    ],
+    users: [
+      "token" in credential
+        ? { name: credentials.id, token: credential.token }
+        : { name: credentials.id, certData: base64(credential.certPem), keyData: base64(credential.keyPem) },
+    ],
+    contexts: [{ name: credentials.id, cluster: credentials.id, user: credentials.id }],
+    currentContext: credentials.id,
+  });
+  return pooled(credentials.id, kubeConfig, {
+    ca: credentials.caPem,
+    servername: credentials.tlsServerName,
+    ...("token" in credential ? {} : { cert: credential.certPem, key: credential.keyPem }),
+  });
+}
+
+async function loadCluster(config: ClusterConfig): Promise<PooledCluster> {
   const kubeConfig = new PooledKubeConfig();
   if (config.kubeconfig === undefined) kubeConfig.loadFromCluster();
   else kubeConfig.loadFromFile(config.kubeconfig);
@@ -120,21 +229,32 @@ async function loadCluster(config: ClusterConfig): Promise<{ cluster: Cluster; p
 
   const tls: Record<string, unknown> = {};
   await kubeConfig.applyToHTTPSOptions(tls);
+  return pooled(config.id, kubeConfig, {
+    ca: tls["ca"] as Buffer | undefined,
+    cert: tls["cert"] as Buffer | undefined,
+    key: tls["key"] as Buffer | undefined,
+    servername: tls["servername"] as string | undefined,
+    rejectUnauthorized: tls["rejectUnauthorized"] as boolean | undefined,
+  });
+}
+
+interface PoolTls {
+  readonly ca?: Buffer | string | undefined;
+  readonly cert?: Buffer | string | undefined;
+  readonly key?: Buffer | string | undefined;
+  readonly servername?: string | undefined;
+  readonly rejectUnauthorized?: boolean | undefined;
+}
+
+/** The cluster's own pool, handed to every client-node call made through its kubeconfig. */
+function pooled(id: string, kubeConfig: PooledKubeConfig, tls: PoolTls): PooledCluster {
   const pool = new Agent({
     ...API_SERVER_POOL,
-    connect: {
-      ca: tls["ca"] as Buffer | undefined,
-      cert: tls["cert"] as Buffer | undefined,
-      key: tls["key"] as Buffer | undefined,
-      servername: tls["servername"] as string | undefined,
-      rejectUnauthorized: tls["rejectUnauthorized"] as boolean | undefined,
-      keepAlive: true,
-      keepAliveInitialDelay: 30_000,
-    },
+    connect: { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 },
   });
   kubeConfig.usePool(pool);
   const cluster: Cluster = {
-    id: config.id,
+    id,
     kubeConfig,
     callOptions(signal) {
       // The object-parameter APIs hand these options straight to the observable API, which calls

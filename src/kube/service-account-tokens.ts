@@ -8,7 +8,7 @@
  */
 import { CoreV1Api } from "@kubernetes/client-node";
 import { LRUCache } from "lru-cache";
-import type { Clusters } from "./clusters.ts";
+import { type Clusters, perCluster } from "./clusters.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { ServiceAccountTokens } from "../authz/ports.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
@@ -44,19 +44,20 @@ export class TokenRequests implements ServiceAccountTokens {
 
   constructor(clusters: Clusters, options: ServiceAccountTokenOptions) {
     const now = options.now ?? Date.now;
-    const apis = new Map(clusters.all().map((c) => [c.id, { cluster: c, api: c.kubeConfig.makeApiClient(CoreV1Api) }]));
+    // Looked up per request: the registry adds, replaces and removes clusters while this runs.
+    const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(CoreV1Api));
     this.#cache = new LRUCache<string, string, Target>({
       max: options.maxEntries,
       ttl: MISSING_TTL_MS,
       perf: { now },
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
-        const target = apis.get(context.clusterId);
-        if (target === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "cluster not configured");
+        const cluster = clusters.get(context.clusterId);
+        if (cluster === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "cluster not configured");
         const requested = now();
         let response;
         try {
           response = await withDeadline(TOKEN_REQUEST_DEPENDENCY, options.timeoutMs, (signal) =>
-            target.api.createNamespacedServiceAccountToken(
+            apiOf(cluster).createNamespacedServiceAccountToken(
               {
                 name: context.name,
                 namespace: context.namespace,
@@ -66,7 +67,7 @@ export class TokenRequests implements ServiceAccountTokens {
                   spec: { audiences: [...options.audiences], expirationSeconds: options.expirationSeconds },
                 },
               },
-              target.cluster.callOptions(signal),
+              cluster.callOptions(signal),
             ),
             { "portcullis.cluster_id": context.clusterId, "kube.namespace": context.namespace, "kube.serviceaccount": context.name },
           );
@@ -103,6 +104,15 @@ export class TokenRequests implements ServiceAccountTokens {
     publishCacheLookup("service_account_token", status.fetch);
     if (token === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "no TokenRequest answer");
     return token === MISSING ? undefined : token;
+  }
+
+  /**
+   * Drops every token of a cluster that was replaced or removed (and aborts requests in flight to
+   * it): a token from another API server or signing key would be refused upstream until it expired.
+   */
+  forgetCluster(clusterId: string): void {
+    const prefix = `${clusterId}/`;
+    for (const key of [...this.#cache.keys()]) if (key.startsWith(prefix)) this.#cache.delete(key);
   }
 }
 

@@ -9,7 +9,7 @@ import { hash } from "node:crypto";
 import { AuthorizationV1Api, type V1SubjectAccessReview, type V1SubjectAccessReviewStatus } from "@kubernetes/client-node";
 import { LRUCache } from "lru-cache";
 import { ApiServerReadiness } from "./api-server-readiness.ts";
-import type { Clusters } from "./clusters.ts";
+import { type Clusters, perCluster } from "./clusters.ts";
 import { serviceAccountSubject, userServiceAccount } from "./service-accounts.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { SpanAttributes } from "../tracing/spans.ts";
@@ -33,20 +33,23 @@ interface Review {
 
 export class SubjectAccessReviews implements UserAccessReview {
   readonly #cache: LRUCache<string, boolean, Review>;
+  readonly #readiness: ApiServerReadiness;
 
   constructor(clusters: Clusters, options: UserAccessReviewOptions) {
     const readiness = new ApiServerReadiness(clusters, { timeoutMs: options.timeoutMs });
-    const apis = new Map(clusters.all().map((c) => [c.id, { cluster: c, api: c.kubeConfig.makeApiClient(AuthorizationV1Api) }]));
+    this.#readiness = readiness;
+    // Looked up per review: the registry adds, replaces and removes clusters while this runs.
+    const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(AuthorizationV1Api));
     this.#cache = new LRUCache<string, boolean, Review>({
       max: options.maxEntries,
       ttl: options.allowTtlMs,
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
-        const target = apis.get(context.clusterId);
-        if (target === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "cluster not configured");
+        const cluster = clusters.get(context.clusterId);
+        if (cluster === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "cluster not configured");
         const review = await withDeadline(
           SAR_DEPENDENCY,
           options.timeoutMs,
-          (signal) => target.api.createSubjectAccessReview({ body: context.body }, target.cluster.callOptions(signal)),
+          (signal) => apiOf(cluster).createSubjectAccessReview({ body: context.body }, cluster.callOptions(signal)),
           reviewSpanAttributes(context.clusterId, context.body),
         );
         const verdict = verdictOf(review.status);
@@ -76,6 +79,16 @@ export class SubjectAccessReviews implements UserAccessReview {
     if (answer === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "no SubjectAccessReview answer");
     return answer;
   }
+
+  /**
+   * Drops every answer about a cluster that was replaced or removed (and aborts reviews in flight
+   * to it): none was given by the API server and credential now registered under its id.
+   */
+  forgetCluster(clusterId: string): void {
+    const prefix = `${clusterId}/`;
+    for (const key of [...this.#cache.keys()]) if (key.startsWith(prefix)) this.#cache.delete(key);
+    this.#readiness.forgetCluster(clusterId);
+  }
 }
 
 /**
@@ -89,11 +102,12 @@ export function verdictOf(status: V1SubjectAccessReviewStatus | undefined): "all
 }
 
 /**
- * The cache key of one review: the SHA-256 of its canonical form (cluster and the whole spec). The
- * spec carries what the URL named, which a caller shapes; hashed, every key is 43 characters.
+ * The cache key of one review: the cluster, then the SHA-256 of the whole spec. The spec carries
+ * what the URL named, which a caller shapes; hashed, it is 43 characters. The cluster comes first
+ * in the clear so that a replaced or removed cluster's answers can be found and dropped.
  */
 export function reviewKey(clusterId: string, review: V1SubjectAccessReview): string {
-  return hash("sha256", JSON.stringify([clusterId, review.spec]), "base64url");
+  return `${clusterId}/${hash("sha256", JSON.stringify(review.spec), "base64url")}`;
 }
 
 /** The SubjectAccessReview the API server would evaluate for the user's ServiceAccount making this request. */
