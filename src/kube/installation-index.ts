@@ -3,7 +3,9 @@
  * keyed by metadata.uid. Fed by a list+watch of plugins.fundament.io/v1 plugininstallations
  * (cluster-scoped), restarted with backoff after any error (watched-index.ts). Until a cluster's
  * index has synced, and whenever its watch is broken, lookups on it throw DependencyUnavailable: a
- * deleted or re-pinned installation must never be served from a view that may be stale.
+ * deleted or re-pinned installation must never be served from a view that may be stale. The
+ * cluster registry adds a cluster's index when the cluster is registered, and stops and drops it
+ * when the cluster is replaced or removed (each cluster's watch is its own: nothing waits on another's).
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 import type { Cluster } from "./clusters.ts";
@@ -76,33 +78,62 @@ class InstallationStore implements IndexStore<PluginInstallationObject> {
 interface ClusterInstallationIndex {
   readonly store: InstallationStore;
   readonly watch: WatchedIndex<PluginInstallationObject>;
+  /** Its first list has been attempted, synced or not. */
+  attempted: boolean;
+  /**
+   * Whether the process's readiness waits for it: the clusters known at start do; a cluster
+   * registered while the process serves does not (its own checks answer 503 until it syncs, and
+   * adding a cluster must never take a serving replica out of service).
+   */
+  readonly gatesReadiness: boolean;
 }
 
 const NAMES = { index: "plugin installation", objects: "installations" } as const;
 
 export class InstallationIndex implements InstallationLookup {
-  readonly #clusters: ReadonlyMap<string, ClusterInstallationIndex>;
-  /** Clusters whose first list has been attempted, synced or not. */
-  readonly #attempted = new Set<string>();
+  readonly #clusters = new Map<string, ClusterInstallationIndex>();
+  readonly #options: Required<WatchedIndexOptions>;
+  #started = false;
 
   constructor(clusters: readonly Cluster[], options: WatchedIndexOptions) {
-    const resolved = resolveWatchOptions(options);
-    this.#clusters = new Map(
-      clusters.map((c) => {
-        const store = new InstallationStore();
-        return [c.id, { store, watch: new WatchedIndex(c, PLUGIN_INSTALLATIONS, store, NAMES, resolved) }];
-      }),
-    );
+    this.#options = resolveWatchOptions(options);
+    for (const cluster of clusters) this.#clusters.set(cluster.id, this.#indexOf(cluster, true));
+  }
+
+  #indexOf(cluster: Cluster, gatesReadiness: boolean): ClusterInstallationIndex {
+    const store = new InstallationStore();
+    return { store, watch: new WatchedIndex(cluster, PLUGIN_INSTALLATIONS, store, NAMES, this.#options), attempted: false, gatesReadiness };
   }
 
   /** Starts every cluster's watch; resolves once each has made its first attempt (synced or not). */
   async start(): Promise<void> {
-    await Promise.all(
-      [...this.#clusters].map(async ([clusterId, index]) => {
-        await index.watch.start();
-        this.#attempted.add(clusterId);
-      }),
-    );
+    this.#started = true;
+    await Promise.all([...this.#clusters.values()].map((index) => this.#startWatch(index)));
+  }
+
+  async #startWatch(index: ClusterInstallationIndex): Promise<void> {
+    await index.watch.start();
+    index.attempted = true;
+  }
+
+  /**
+   * Watches a cluster registered while running, or one whose registration changed (its old watch
+   * is stopped first: the new one lists through the new credentials). Lookups on it throw until
+   * its first list succeeds.
+   */
+  add(cluster: Cluster, options: { readonly gatesReadiness: boolean }): void {
+    this.remove(cluster.id);
+    const index = this.#indexOf(cluster, options.gatesReadiness);
+    this.#clusters.set(cluster.id, index);
+    if (this.#started) void this.#startWatch(index);
+  }
+
+  /** Stops a cluster's watch and forgets its installations: lookups on it answer "no such cluster". */
+  remove(clusterId: string): void {
+    const index = this.#clusters.get(clusterId);
+    if (index === undefined) return;
+    this.#clusters.delete(clusterId);
+    void index.watch.stop();
   }
 
   async stop(): Promise<void> {
@@ -119,22 +150,24 @@ export class InstallationIndex implements InstallationLookup {
    * every cluster synced at least once except those whose first attempt failed. One API server down
    * when a replica starts must not keep it out of service for every other cluster — as replicas are
    * replaced, that would empty the fleet — while that cluster's checks answer 503 on every replica
-   * alike. With one cluster, or none synced, the replica stays not ready until one syncs.
+   * alike. With one cluster, or none synced, the replica stays not ready until one syncs. Clusters
+   * registered while serving take no part.
    */
   get ready(): boolean {
-    const clusters = [...this.#clusters];
-    if (clusters.length === 0) return true;
-    return clusters.every(([id, index]) => index.watch.hasSynced || this.#attempted.has(id)) && clusters.some(([, index]) => index.watch.hasSynced);
+    const gating = [...this.#clusters.values()].filter((index) => index.gatesReadiness);
+    if (gating.length === 0) return true;
+    return gating.every((index) => index.watch.hasSynced || index.attempted) && gating.some((index) => index.watch.hasSynced);
   }
 
   /** Installations per cluster, for metrics and /readyz?verbose. */
-  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean; attempted: boolean; lastSyncedAt: Date | undefined }> {
+  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean; attempted: boolean; gatesReadiness: boolean; lastSyncedAt: Date | undefined }> {
     return [...this.#clusters].map(([clusterId, index]) => ({
       clusterId,
       size: index.store.size,
       synced: index.watch.synced,
       hasSynced: index.watch.hasSynced,
-      attempted: this.#attempted.has(clusterId),
+      attempted: index.attempted,
+      gatesReadiness: index.gatesReadiness,
       lastSyncedAt: index.watch.lastSyncedAt,
     }));
   }

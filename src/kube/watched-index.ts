@@ -1,5 +1,6 @@
 /**
- * A list+watch of one cluster-scoped custom resource on one cluster, feeding an in-memory store.
+ * A list+watch of one resource on one cluster, feeding an in-memory store: a cluster-scoped custom
+ * resource, or the labelled Secrets of one namespace (the cluster registry's).
  * Any watch error marks the index unsynced and restarts it with exponential backoff; the restart
  * clears the store before a fresh list, so objects deleted while disconnected disappear. Readers
  * must refuse to answer while `synced` is false: a view that may be stale is never served.
@@ -19,7 +20,7 @@
  * `hasSynced` (synced at least once) is what process readiness waits for: one cluster's later
  * outage answers 503 for that cluster only, rather than taking every replica out of service.
  */
-import { CustomObjectsApi, type KubernetesObject, ListWatch, Watch } from "@kubernetes/client-node";
+import { CoreV1Api, CustomObjectsApi, type KubernetesListObject, type KubernetesObject, ListWatch, Watch } from "@kubernetes/client-node";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
@@ -54,9 +55,13 @@ class WatchSilent extends Error {
 }
 
 export interface WatchedResource {
+  /** "" for the core group, of which only namespaced Secrets are watched. */
   readonly group: string;
   readonly version: string;
   readonly plural: string;
+  /** Namespaced resources: the one namespace watched. Absent for cluster-scoped ones. */
+  readonly namespace?: string;
+  readonly labelSelector?: string;
 }
 
 /** Where the watched objects go: each arrival, each deletion, and a reset before every fresh list. */
@@ -64,7 +69,34 @@ export interface IndexStore<T extends KubernetesObject> {
   put(obj: T): void;
   remove(obj: T): void;
   clear(): void;
+  /** A list (after clear(), everything it holds) and its watch succeeded; for stores that act on a whole view. */
+  synced?(): void;
   readonly size: number;
+}
+
+/** The API path of a resource, and its list with a deadline. */
+function listerOf<T extends KubernetesObject>(
+  cluster: Cluster,
+  resource: WatchedResource,
+): { path: string; list: (signal: AbortSignal) => Promise<KubernetesListObject<T>> } {
+  const { group, version, plural, namespace, labelSelector } = resource;
+  const scope = namespace === undefined ? "" : `/namespaces/${namespace}`;
+  if (group === "") {
+    if (plural !== "secrets" || namespace === undefined) throw new TypeError("of the core group, only the Secrets of one namespace are watched");
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    return {
+      path: `/api/${version}${scope}/${plural}`,
+      list: async (signal) => (await core.listNamespacedSecret({ namespace, labelSelector }, cluster.callOptions(signal))) as unknown as KubernetesListObject<T>,
+    };
+  }
+  const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+  return {
+    path: `/apis/${group}/${version}${scope}/${plural}`,
+    list: (signal) =>
+      namespace === undefined
+        ? custom.listClusterCustomObject({ group, version, plural, labelSelector }, cluster.callOptions(signal))
+        : custom.listNamespacedCustomObject({ group, version, namespace, plural, labelSelector }, cluster.callOptions(signal)),
+  };
 }
 
 export interface WatchedIndexOptions {
@@ -139,20 +171,19 @@ export class WatchedIndex<T extends KubernetesObject> {
   async start(): Promise<void> {
     if (this.#stopped) return;
     const generation = this.#generation;
-    const api = this.#cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-    const { group, version, plural } = this.#resource;
+    const { path, list: listObjects } = listerOf<T>(this.#cluster, this.#resource);
     const listWatch = new ListWatch<T>(
-      `/apis/${group}/${version}/${plural}`,
+      path,
       this.#guardedWatch(generation),
       // client-node sets no deadline on the list: a list the API server never answers would keep the
       // index unsynced for undici's 300 s default, long after the server is healthy again.
       async () => {
-        const list = await api.listClusterCustomObject({ group, version, plural }, this.#cluster.callOptions(AbortSignal.timeout(LIST_TIMEOUT_MS)));
+        const list = await listObjects(AbortSignal.timeout(LIST_TIMEOUT_MS));
         this.#heardFrom(generation);
         return list;
       },
       false,
-      undefined,
+      this.#resource.labelSelector,
       undefined,
       // ListWatch waits before a reconnect that follows another with no event in between (1 s
       // doubling to 30 s), so that a server ending every watch at once is not hammered. Capped at a
@@ -180,6 +211,7 @@ export class WatchedIndex<T extends KubernetesObject> {
       this.#lastSyncedAt = new Date();
       this.#backoffMs = this.#options.initialBackoffMs;
       this.#heardFrom(generation);
+      this.#store.synced?.();
       this.#options.logger.info({ cluster_id: this.#cluster.id, [this.#names.objects]: this.#store.size }, `${this.#names.index} index synced`);
     }
   }
