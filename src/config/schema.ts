@@ -167,6 +167,15 @@ export const configSchema = z
       )
       .default([])
       .refine((cs) => new Set(cs.map((c) => c.id)).size === cs.length, "cluster ids must be unique"),
+    clusterRegistry: z
+      .object({
+        namespace: dnsLabel.describe("namespace of the management cluster holding the cluster Secrets (label portcullis.fundament.io/secret-type: cluster)"),
+        kubeconfig: z.string().min(1).optional().describe("kubeconfig of the management cluster; in-cluster configuration (portcullis's own cluster) when absent"),
+        context: z.string().min(1).optional(),
+      })
+      .strict()
+      .optional()
+      .describe("the live cluster registry: clusters added, changed and removed while portcullis runs, one labelled Secret each; combined with clusters[], whose ids it may not take"),
     kube: z
       .object({
         sar: z

@@ -113,3 +113,14 @@ export function publishDecision(policy: string, outcome: string, seconds: number
 export function publishInvalidSubject(problem: string): void {
   if (invalidSubjects.hasSubscribers) invalidSubjects.publish({ problem } satisfies InvalidSubject);
 }
+
+/** The cluster registry changed the fleet: added, changed, removed, or a Secret that registers nothing (invalid). */
+export interface ClusterRegistryEvent {
+  readonly event: "added" | "changed" | "removed" | "invalid";
+}
+
+export const clusterRegistryEvents = channel("portcullis:cluster-registry");
+
+export function publishClusterRegistryEvent(event: ClusterRegistryEvent["event"]): void {
+  if (clusterRegistryEvents.hasSubscribers) clusterRegistryEvents.publish({ event } satisfies ClusterRegistryEvent);
+}

@@ -14,6 +14,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import type {
   CacheLookup,
   CheckDecision,
+  ClusterRegistryEvent,
   DependencyCall,
   InvalidSubject,
   PluginTokenReplay,
@@ -28,7 +29,22 @@ import type { GrpcCallHandled } from "./grpc-server.ts";
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
 export interface IndexSizes {
-  (): Array<{ index: string; clusterId: string; size: number; synced: boolean; hasSynced?: boolean; attempted?: boolean; lastSyncedAt?: Date | undefined }>;
+  (): Array<{
+    index: string;
+    clusterId: string;
+    size: number;
+    synced: boolean;
+    hasSynced?: boolean;
+    attempted?: boolean;
+    gatesReadiness?: boolean;
+    outage?: string;
+    lastSyncedAt?: Date | undefined;
+  }>;
+}
+
+/** The clusters served, by where they came from, and the registry's watch (undefined: no registry configured). */
+export interface FleetState {
+  (): { registered: { static: number; registry: number }; registrySynced: boolean | undefined };
 }
 
 /**
@@ -52,7 +68,7 @@ export const BUILD = {
   node: process.version,
 };
 
-export function createMetrics(indexSizes: IndexSizes): Registry {
+export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState): Registry {
   const registry = new Registry();
   new Gauge({
     name: "portcullis_build_info",
@@ -159,6 +175,8 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
     },
   });
 
+  if (fleet !== undefined) fleetMetrics(registry, fleet);
+
   subscribe("portcullis:decision", (message) => {
     const m = message as CheckDecision;
     decisionCounts.add(m.policy, m.outcome);
@@ -239,6 +257,41 @@ export function createMetrics(indexSizes: IndexSizes): Registry {
     verifiedCounts.add(m.alg, m.type);
   });
   return registry;
+}
+
+/** The clusters served by source, and the cluster registry's watch and the changes it made. */
+function fleetMetrics(registry: Registry, fleet: FleetState): void {
+  new Gauge({
+    name: "portcullis_registered_clusters",
+    help: "Clusters served, by source: static (clusters[] of the file) or registry (cluster Secrets)",
+    labelNames: ["source"],
+    registers: [registry],
+    // Each worker serves the whole fleet.
+    aggregator: "max",
+    collect() {
+      const { registered } = fleet();
+      this.set({ source: "static" }, registered.static);
+      this.set({ source: "registry" }, registered.registry);
+    },
+  });
+  if (fleet().registrySynced === undefined) return;
+  new Gauge({
+    name: "portcullis_cluster_registry_synced",
+    help: "1 while the cluster registry's watch of cluster Secrets is healthy (with workers: in every worker); 0 keeps the clusters already registered",
+    registers: [registry],
+    aggregator: "min",
+    collect() {
+      this.set(fleet().registrySynced === true ? 1 : 0);
+    },
+  });
+  const events = new Counter({
+    name: "portcullis_cluster_registry_events_total",
+    help: "Changes the cluster registry made: added, changed (clients rebuilt), removed, invalid (a Secret that registers no cluster)",
+    labelNames: ["event"],
+    registers: [registry],
+  });
+  for (const event of ["added", "changed", "removed", "invalid"]) events.inc({ event }, 0);
+  subscribe("portcullis:cluster-registry", (message) => events.inc({ event: (message as ClusterRegistryEvent).event }));
 }
 
 /** Distinct paths a replaying plugin can make label values of; past this they count as `other`. */

@@ -30,14 +30,16 @@ import { authorizationService, healthService } from "../envoy/protos.ts";
 import { OpenFgaCanView } from "../fga/can-view.ts";
 import { storeRef } from "../fga/store.ts";
 import { Clusters } from "../kube/clusters.ts";
+import { ClusterRegistry } from "../kube/cluster-registry.ts";
 import { InstallationIndex } from "../kube/installation-index.ts";
+import { clusterFleet } from "./cluster-fleet.ts";
 import { RevocationIndex } from "../kube/revocation-index.ts";
 import { NO_REVOCATIONS, type RevocationList } from "../authz/revocations.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";
 import { connectKonfidence, konfidencePolicy } from "../konfidence/wiring.ts";
 import { TokenRequests } from "../kube/service-account-tokens.ts";
 import { SubjectAccessReviews } from "../kube/user-access-review.ts";
-import { createMetrics, type IndexSizes } from "../metrics/prometheus.ts";
+import { createMetrics, type FleetState, type IndexSizes } from "../metrics/prometheus.ts";
 import { tokenVerifierFor } from "./token-verifier.ts";
 import { type AdminOptions, createAdminServer } from "./admin.ts";
 import { createExplainer, type Explainer, explainAudit } from "./explain.ts";
@@ -73,6 +75,8 @@ export interface Ports {
    */
   ready(): boolean;
   indexSizes: IndexSizes;
+  /** Clusters by source and the registry's watch, for metrics (absent in fakes). */
+  fleet?: FleetState;
   /** Dependencies whose state /readyz?verbose shows without gating readiness (the OpenFGA store's resolution). */
   dependencies?: () => DependencyState[];
   stop(): Promise<void>;
@@ -100,6 +104,11 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger, inactivityMs: config.kube.watch.inactivityMs });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
   const rulesReviews = new SelfSubjectRulesReviews(clusters, { timeoutMs: config.kube.sar.timeoutMs });
+  const registry = await clusterRegistry(config, logger, {
+    clusters,
+    installations: canView === undefined ? undefined : installations,
+    caches: [userAccess, serviceAccountTokens],
+  });
   const revocations = await revocationIndex(config, logger);
   const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger, config.kube.watch.inactivityMs);
   return {
@@ -112,13 +121,18 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     ...(revocations === undefined ? {} : { revocations: revocations.index }),
     konfidence: konfidence?.ports,
     dependencies: () => (canView === undefined ? [] : [canView.storeState()]),
-    ready: () => installations.ready && (revocations?.index.hasSynced ?? true) && (konfidence?.projects.hasSynced ?? true),
+    // Until the registry has listed once the fleet is unknown; a later outage of it keeps the clusters it registered.
+    ready: () => (registry?.registry.hasSynced ?? true) && installations.ready && (revocations?.index.hasSynced ?? true) && (konfidence?.projects.hasSynced ?? true),
+    fleet: () => ({ registered: clusters.counts(), registrySynced: registry?.registry.synced }),
     indexSizes: () => [
+      ...(registry === undefined ? [] : [{ index: "clusterregistry", ...registry.registry.size(), outage: REGISTRY_OUTAGE }]),
       ...installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),
       ...(revocations === undefined ? [] : [{ index: "revocations", ...revocations.index.size() }]),
       ...(konfidence?.projects.sizes() ?? []).map((s) => ({ index: "projects", ...s })),
     ],
     stop: async () => {
+      await registry?.registry.stop();
+      await registry?.cluster.close();
       await installations.stop();
       await revocations?.index.stop();
       await revocations?.cluster.close();
@@ -126,6 +140,27 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
       await clusters.close();
     },
   };
+}
+
+/** What /readyz?verbose says of a registry whose watch broke after it had listed. */
+const REGISTRY_OUTAGE = "the clusters it registered are kept and served; registrations, changes and removals apply when its watch lists again";
+
+/**
+ * The cluster registry's watch of cluster Secrets, on the management cluster `clusterRegistry`
+ * names (its own connection pool, named `cluster-registry` in log lines); none without the section.
+ */
+async function clusterRegistry(
+  config: Config,
+  logger: Logger,
+  fleet: Parameters<typeof clusterFleet>[0],
+): Promise<{ registry: ClusterRegistry; cluster: Clusters } | undefined> {
+  const source = config.clusterRegistry;
+  if (source === undefined) return undefined;
+  const { namespace, ...kubeconfig } = source;
+  const cluster = await Clusters.load([{ id: "cluster-registry", ...kubeconfig }]);
+  const registry = new ClusterRegistry(cluster.get("cluster-registry")!, clusterFleet(fleet), { logger, namespace, inactivityMs: config.kube.watch.inactivityMs });
+  registry.start().catch((err: unknown) => logger.error({ err }, "cluster registry failed to start"));
+  return { registry, cluster };
 }
 
 /** The OpenFGA gate of `openfga`; built again by a reload that names another store (reload.ts). */
@@ -246,7 +281,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const checkerFor = (current: Config, currentPorts: Ports) => tracedChecks(checkerOver(current, currentPorts, options.audit, logger));
   let check = checkerFor(config, ports);
   const health = new Health(() => ports.ready());
-  const metrics = createMetrics(ports.indexSizes);
+  const metrics = createMetrics(ports.indexSizes, ports.fleet);
 
   let inFlight = 0;
   const grpcServer = withCallMetrics(new grpc.Server());
@@ -299,7 +334,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (isWorker()) answerPrimary(adminOptions, metrics);
   const adminPort = isWorker() ? splitAddress(config.listen.admin).port : await listen(admin, config.listen.admin);
   logger.info(
-    { grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length, tls: tlsMode(config.listen.tls) },
+    { grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length, cluster_registry: config.clusterRegistry?.namespace, tls: tlsMode(config.listen.tls) },
     "portcullis listening",
   );
 

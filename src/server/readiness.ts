@@ -41,6 +41,10 @@ export interface IndexState {
   readonly lastSyncedAt?: Date | undefined;
   /** Its first list has been attempted (where the index says): a failed first list then gates no longer, once another cluster synced. */
   readonly attempted?: boolean;
+  /** False for a cluster registered while the process served: its checks answer 503 until it syncs, the replica stays in service. */
+  readonly gatesReadiness?: boolean;
+  /** What a broken watch after a sync means, where it is not "this cluster's checks answer 503" (the cluster registry). */
+  readonly outage?: string;
 }
 
 /** A dependency's state that does not gate readiness. */
@@ -72,7 +76,10 @@ function indexCheck(i: IndexState, anotherClusterSynced: boolean): ReadinessChec
   const objects = `${i.size} object${i.size === 1 ? "" : "s"}`;
   const last = i.lastSyncedAt === undefined ? "" : `, last synced ${i.lastSyncedAt.toISOString()}`;
   if (i.synced) return { name, ok: true, state: `synced, ${objects}${last}`, gates: true };
-  if (i.hasSynced ?? false) return { name, ok: false, state: `unsynced${last || ", synced before"}: this cluster's checks answer 503 until its watch recovers`, gates: false };
+  if (i.hasSynced ?? false) {
+    return { name, ok: false, state: `unsynced${last || ", synced before"}: ${i.outage ?? "this cluster's checks answer 503 until its watch recovers"}`, gates: false };
+  }
+  if (i.gatesReadiness === false) return { name, ok: false, state: "not synced yet, registered while serving: this cluster's checks answer 503 until it syncs", gates: false };
   if ((i.attempted ?? false) && anotherClusterSynced) {
     return { name, ok: false, state: "never synced, its first list failed: this cluster's checks answer 503 until it syncs", gates: false };
   }

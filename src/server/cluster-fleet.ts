@@ -1,0 +1,38 @@
+/**
+ * What registering, changing and removing a cluster does to the ports (wiring for
+ * kube/cluster-registry.ts). Each step touches that one cluster only: its pool, its
+ * PluginInstallation watch, its cached reviews, tokens and readiness answers.
+ */
+import { type Clusters, connectCluster, type ClusterCredentials } from "../kube/clusters.ts";
+import type { ClusterFleet } from "../kube/cluster-registry.ts";
+import type { InstallationIndex } from "../kube/installation-index.ts";
+
+export interface FleetPorts {
+  readonly clusters: Clusters;
+  /** Undefined where PluginInstallations are not watched (a Konfidence-only deployment). */
+  readonly installations: InstallationIndex | undefined;
+  /** Caches holding answers per cluster. */
+  readonly caches: ReadonlyArray<{ forgetCluster(clusterId: string): void }>;
+}
+
+export function clusterFleet(ports: FleetPorts): ClusterFleet {
+  const { clusters, installations, caches } = ports;
+  return {
+    isStatic: (clusterId) => clusters.sourceOf(clusterId) === "static",
+    register(credentials: ClusterCredentials, initial: boolean) {
+      // Built before anything is swapped: a credential client-node refuses leaves the old cluster as it was.
+      const pooled = connectCluster(credentials);
+      // The old watch stops before the pool it runs on is retired.
+      installations?.remove(credentials.id);
+      clusters.put(pooled);
+      // From here on every call goes to the new pool: what the old credential or server answered is dropped.
+      for (const cache of caches) cache.forgetCluster(credentials.id);
+      installations?.add(pooled.cluster, { gatesReadiness: initial });
+    },
+    unregister(clusterId: string) {
+      installations?.remove(clusterId);
+      clusters.remove(clusterId);
+      for (const cache of caches) cache.forgetCluster(clusterId);
+    },
+  };
+}

@@ -1,0 +1,189 @@
+/**
+ * The cluster registry's pure half: which Secret registers which cluster (table of valid and
+ * adversarial Secrets), and what each arrival, change, deletion and fresh list changes in the
+ * fleet (RegistryView). The watch against a real kube-apiserver is in cluster-registry.kube.test.ts.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { type InvalidSecret, registeredClusterOf, RegistryView } from "../../src/kube/cluster-registry.ts";
+import { TestPki } from "../support/certificates.ts";
+
+const pki = new TestPki();
+const ca = pki.ca("registry-ca");
+const client = pki.leaf("registry-client", "registry-ca", "client");
+const other = pki.leaf("registry-other", "registry-ca", "client");
+
+afterAll(() => pki.remove());
+
+const ID = "0b7c9a4e-6a37-4d2b-9e4f-0c1a2b3c4d5e";
+const ID2 = "5f0e1d2c-3b4a-4968-8776-655443322110";
+const SERVER = "https://10.0.0.1:6443";
+const TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJwb3J0Y3VsbGlzIn0.c2lnbmF0dXJl";
+
+/** A Secret's `data`: each value base64, as the API server returns it. */
+function data(fields: Record<string, string | Buffer>): Record<string, string> {
+  return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, Buffer.from(v).toString("base64")]));
+}
+
+const tokenCluster = { clusterId: ID, server: SERVER, token: TOKEN };
+
+describe("registeredClusterOf: the cluster a Secret registers", () => {
+  const valid: Array<{ name: string; input: Record<string, string>; expected: object }> = [
+    { name: "a token, no CA (the system's CAs)", input: data(tokenCluster), expected: { id: ID, server: SERVER, credential: { token: TOKEN } } },
+    {
+      name: "a token with the trailing newline of --from-file",
+      input: data({ ...tokenCluster, clusterId: `${ID}\n`, server: `${SERVER}\n`, token: `${TOKEN}\n` }),
+      expected: { id: ID, server: SERVER, credential: { token: TOKEN } },
+    },
+    {
+      name: "a client certificate, a CA and a TLS server name",
+      input: data({ clusterId: ID, server: "https://api.prod-1.example.com", "ca.crt": ca.cert, "tls.crt": client.cert, "tls.key": client.key, "tls-server-name": "kubernetes.default.svc" }),
+      expected: {
+        id: ID,
+        server: "https://api.prod-1.example.com",
+        caPem: ca.cert.toString(),
+        tlsServerName: "kubernetes.default.svc",
+        credential: { certPem: client.cert.toString(), keyPem: client.key.toString() },
+      },
+    },
+    {
+      name: "a server behind a path prefix (a proxy in front of the API server)",
+      input: data({ ...tokenCluster, server: "https://rancher.example.com/k8s/clusters/c-m-1" }),
+      expected: { id: ID, server: "https://rancher.example.com/k8s/clusters/c-m-1", credential: { token: TOKEN } },
+    },
+    {
+      name: "a CA bundle of two certificates",
+      input: data({ ...tokenCluster, "ca.crt": Buffer.concat([ca.cert, client.cert]) }),
+      expected: { id: ID, server: SERVER, caPem: Buffer.concat([ca.cert, client.cert]).toString(), credential: { token: TOKEN } },
+    },
+  ];
+  it.each(valid)("$name", ({ input, expected }) => {
+    expect(registeredClusterOf(input)).toEqual({ cluster: expected });
+  });
+
+  const invalid: Array<{ name: string; input: Record<string, string> | undefined; expected: InvalidSecret }> = [
+    // The data itself
+    { name: "no data at all", input: undefined, expected: "missing-cluster-id" },
+    { name: "a value that is not base64", input: { ...data(tokenCluster), token: "not base64!" }, expected: "undecodable-data" },
+    { name: "base64 without its padding", input: { ...data(tokenCluster), clusterId: Buffer.from(ID).toString("base64").replace(/=+$/, "") + "A" }, expected: "undecodable-data" },
+    { name: "a value that is not UTF-8", input: { ...data(tokenCluster), server: Buffer.from([0x68, 0xff, 0xfe]).toString("base64") }, expected: "undecodable-data" },
+    // clusterId
+    { name: "no clusterId", input: data({ server: SERVER, token: TOKEN }), expected: "missing-cluster-id" },
+    { name: "an empty clusterId", input: data({ ...tokenCluster, clusterId: "" }), expected: "missing-cluster-id" },
+    { name: "an upper-case UUID (ids are lower-case)", input: data({ ...tokenCluster, clusterId: ID.toUpperCase() }), expected: "bad-cluster-id" },
+    { name: "a UUID followed by a path", input: data({ ...tokenCluster, clusterId: `${ID}/../x` }), expected: "bad-cluster-id" },
+    { name: "a UUID with a second line", input: data({ ...tokenCluster, clusterId: `${ID}\nx` }), expected: "missing-cluster-id" },
+    { name: "a name instead of a UUID", input: data({ ...tokenCluster, clusterId: "prod-1" }), expected: "bad-cluster-id" },
+    // server
+    { name: "no server", input: data({ clusterId: ID, token: TOKEN }), expected: "missing-server" },
+    { name: "a plain-http server", input: data({ ...tokenCluster, server: "http://10.0.0.1:6443" }), expected: "bad-server" },
+    { name: "a server that is no URL", input: data({ ...tokenCluster, server: "10.0.0.1:6443" }), expected: "bad-server" },
+    { name: "a server with credentials in the URL", input: data({ ...tokenCluster, server: "https://admin:pw@10.0.0.1:6443" }), expected: "bad-server" },
+    { name: "a server with a query", input: data({ ...tokenCluster, server: `${SERVER}/?x=1` }), expected: "bad-server" },
+    { name: "a server with a fragment", input: data({ ...tokenCluster, server: `${SERVER}/#x` }), expected: "bad-server" },
+    // ca.crt
+    { name: "a CA that is not PEM", input: data({ ...tokenCluster, "ca.crt": "not a certificate" }), expected: "bad-ca" },
+    { name: "an empty CA", input: data({ ...tokenCluster, "ca.crt": "" }), expected: "bad-ca" },
+    {
+      name: "a PEM CA whose body is corrupt",
+      input: data({ ...tokenCluster, "ca.crt": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n" }),
+      expected: "bad-ca",
+    },
+    { name: "a private key as the CA", input: data({ ...tokenCluster, "ca.crt": client.key }), expected: "bad-ca" },
+    // The credential
+    { name: "no credential", input: data({ clusterId: ID, server: SERVER }), expected: "no-credential" },
+    { name: "a token and a client certificate", input: data({ ...tokenCluster, "tls.crt": client.cert, "tls.key": client.key }), expected: "two-credentials" },
+    { name: "an empty token", input: data({ ...tokenCluster, token: "" }), expected: "bad-token" },
+    { name: "a token with a space", input: data({ ...tokenCluster, token: "Bearer abc" }), expected: "bad-token" },
+    { name: "a token smuggling a header (CR LF)", input: data({ ...tokenCluster, token: "abc\r\nImpersonate-User: admin" }), expected: "bad-token" },
+    { name: "a token with a NUL", input: data({ ...tokenCluster, token: "abc\u0000def" }), expected: "bad-token" },
+    { name: "a token of non-ASCII text", input: data({ ...tokenCluster, token: "tökén" }), expected: "bad-token" },
+    { name: "a certificate without its key", input: data({ clusterId: ID, server: SERVER, "tls.crt": client.cert }), expected: "bad-client-certificate" },
+    { name: "a key without its certificate", input: data({ clusterId: ID, server: SERVER, "tls.key": client.key }), expected: "bad-client-certificate" },
+    { name: "a key that is not the certificate's", input: data({ clusterId: ID, server: SERVER, "tls.crt": client.cert, "tls.key": other.key }), expected: "bad-client-certificate" },
+    { name: "a key that is not PEM", input: data({ clusterId: ID, server: SERVER, "tls.crt": client.cert, "tls.key": "garbage" }), expected: "bad-client-certificate" },
+    { name: "a certificate that is not PEM", input: data({ clusterId: ID, server: SERVER, "tls.crt": "garbage", "tls.key": client.key }), expected: "bad-client-certificate" },
+    // tls-server-name
+    { name: "a TLS server name with a space", input: data({ ...tokenCluster, "tls-server-name": "a b" }), expected: "bad-tls-server-name" },
+    { name: "a TLS server name with a port", input: data({ ...tokenCluster, "tls-server-name": "api:6443" }), expected: "bad-tls-server-name" },
+  ];
+  it.each(invalid)("refuses $name: $expected", ({ input, expected }) => {
+    const outcome = registeredClusterOf(input);
+    expect(outcome).toEqual({ invalid: expected });
+    // What is logged and counted is a code: the credential's value never travels with it.
+    expect(JSON.stringify(outcome)).not.toContain(TOKEN);
+  });
+});
+
+describe("RegistryView: what each event changes in the fleet", () => {
+  const staticId = "11111111-2222-4333-8444-555555555555";
+  type Step = { readonly put?: [string, Record<string, string> | undefined]; readonly remove?: string; readonly relist?: "begin" | "end" };
+  const cases: Array<{ name: string; steps: Step[]; expected: string[] }> = [
+    { name: "a new Secret registers its cluster", steps: [{ put: ["ns/a", data(tokenCluster)] }], expected: [`added ${ID}`] },
+    { name: "the same data again changes nothing", steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data(tokenCluster)] }], expected: [`added ${ID}`] },
+    {
+      name: "a rotated token is a change",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data({ ...tokenCluster, token: "rotated" })] }],
+      expected: [`added ${ID}`, `changed ${ID}`],
+    },
+    {
+      name: "another CA is a change",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data({ ...tokenCluster, "ca.crt": ca.cert })] }],
+      expected: [`added ${ID}`, `changed ${ID}`],
+    },
+    {
+      name: "a Secret that now names another cluster id removes the old one first",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data({ ...tokenCluster, clusterId: ID2 })] }],
+      expected: [`added ${ID}`, `removed ${ID}`, `added ${ID2}`],
+    },
+    {
+      name: "a Secret that becomes invalid unregisters its cluster",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data({ ...tokenCluster, server: "http://x" })] }],
+      expected: [`added ${ID}`, `removed ${ID}`, "invalid bad-server"],
+    },
+    { name: "an invalid Secret registers nothing", steps: [{ put: ["ns/a", data({ clusterId: ID, server: SERVER })] }], expected: ["invalid no-credential"] },
+    { name: "a deleted Secret unregisters its cluster", steps: [{ put: ["ns/a", data(tokenCluster)] }, { remove: "ns/a" }], expected: [`added ${ID}`, `removed ${ID}`] },
+    { name: "deleting a Secret that registered nothing changes nothing", steps: [{ put: ["ns/a", data({ clusterId: "x" })] }, { remove: "ns/a" }], expected: ["invalid bad-cluster-id"] },
+    { name: "a static cluster's id is refused", steps: [{ put: ["ns/a", data({ ...tokenCluster, clusterId: staticId })] }], expected: ["invalid static-cluster-id"] },
+    {
+      name: "a second Secret claiming a registered id is refused; the first keeps it",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", data({ ...tokenCluster, token: "other" })] }, { remove: "ns/b" }],
+      expected: [`added ${ID}`, "invalid duplicate-cluster-id"],
+    },
+    {
+      name: "once the first Secret is gone, the second registers the id when it arrives again",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", data(tokenCluster)] }, { remove: "ns/a" }, { put: ["ns/b", data(tokenCluster)] }],
+      expected: [`added ${ID}`, "invalid duplicate-cluster-id", `removed ${ID}`, `added ${ID}`],
+    },
+    // After the registry's watch broke: the clusters stay until a fresh list has ended.
+    {
+      name: "a fresh list keeps what it names unchanged, and removes what it does not name only when it ends",
+      steps: [
+        { put: ["ns/a", data(tokenCluster)] },
+        { put: ["ns/b", data({ ...tokenCluster, clusterId: ID2 })] },
+        { relist: "begin" },
+        { put: ["ns/a", data(tokenCluster)] },
+        { relist: "end" },
+      ],
+      expected: [`added ${ID}`, `added ${ID2}`, `removed ${ID2}`],
+    },
+    {
+      name: "a fresh list that names a changed Secret changes it",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { relist: "begin" }, { put: ["ns/a", data({ ...tokenCluster, token: "rotated" })] }, { relist: "end" }],
+      expected: [`added ${ID}`, `changed ${ID}`],
+    },
+    { name: "a sync that follows no fresh list removes nothing", steps: [{ put: ["ns/a", data(tokenCluster)] }, { relist: "end" }], expected: [`added ${ID}`] },
+  ];
+  it.each(cases)("$name", ({ steps, expected }) => {
+    const view = new RegistryView((id) => id === staticId);
+    const changes = steps.flatMap((step) => {
+      if (step.put !== undefined) return view.put(...step.put);
+      if (step.remove !== undefined) return view.remove(step.remove);
+      if (step.relist === "begin") {
+        view.beginRelist();
+        return [];
+      }
+      return view.endRelist();
+    });
+    expect(changes.map((c) => (c.event === "invalid" ? `invalid ${c.problem}` : `${c.event} ${"cluster" in c ? c.cluster.id : c.clusterId}`))).toEqual(expected);
+  });
+});
