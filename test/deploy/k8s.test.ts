@@ -46,6 +46,15 @@ describe("RBAC: exactly the verbs portcullis needs", () => {
     ]);
   });
 
+  it("Role: read the Secrets of its own namespace, where the cluster registry's cluster Secrets live", () => {
+    expect(one("rbac.yaml", "Role")["rules"]).toEqual([{ apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch"] }]);
+    const binding = one("rbac.yaml", "RoleBinding");
+    expect(binding["roleRef"]).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: one("rbac.yaml", "Role")["metadata"].name });
+    expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: deployment["spec"].template.spec.serviceAccountName, namespace: kustomization["namespace"] }]);
+    // The Role is namespaced by the kustomization: the registry must watch that same namespace.
+    expect(config.clusterRegistry?.namespace).toBe(kustomization["namespace"]);
+  });
+
   it("bound to the Deployment's ServiceAccount", () => {
     const binding = one("rbac.yaml", "ClusterRoleBinding");
     expect(binding["roleRef"]).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "portcullis" });
