@@ -60,6 +60,9 @@ export function environmentIssues(config: Config, env: NodeJS.ProcessEnv = proce
   // The deny-list's cluster (issue 17), when that section is configured.
   const revocations = (config as { revocations?: { kubeconfig?: string | undefined; context?: string | undefined } }).revocations;
   if (revocations !== undefined) check("revocations", () => kubeconfigProblem(revocations, env));
+  // The management cluster of the cluster registry (issue 16).
+  const registry = config.clusterRegistry;
+  if (registry !== undefined) check("clusterRegistry", () => kubeconfigProblem(registry, env));
   const konfidence = config.konfidence;
   if (konfidence !== undefined) {
     if (!("clusterId" in konfidence.cluster)) {
