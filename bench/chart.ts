@@ -1,17 +1,35 @@
 /**
- * A small SVG line chart: p99 latency (log scale) against offered load, one line per scenario.
- * Hand-written so the report needs nothing outside this repository.
+ * Small SVG line charts: p99 latency (log scale) against offered load, one line per scenario; and
+ * the memory scenario's RSS and heap (linear scale) over the fill. Hand-written so the report needs
+ * nothing outside this repository.
  */
 
 export interface Series {
   readonly label: string;
-  /** [offered requests per second, p99 in milliseconds] */
+  /** [x, y]: offered requests per second and p99 ms; users checked and MiB */
   readonly points: ReadonlyArray<readonly [number, number]>;
 }
 
 const PALETTE = ["#444444", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"];
 
-export function lineChart(options: { title: string; xLabel: string; yLabel: string; series: readonly Series[] }): string {
+interface ChartOptions {
+  readonly title: string;
+  readonly xLabel: string;
+  readonly yLabel: string;
+  readonly series: readonly Series[];
+}
+
+/** p99 against offered load: a log y axis, since one slow scenario would flatten the others. */
+export function lineChart(options: ChartOptions): string {
+  return chart(options, "log");
+}
+
+/** Memory over the fill: a linear y axis from 0, so the lines' heights compare as sizes. */
+export function memoryChart(options: ChartOptions): string {
+  return chart(options, "linear");
+}
+
+function chart(options: ChartOptions, yScale: "log" | "linear"): string {
   const width = 820;
   const height = 480;
   const m = { left: 70, right: 210, top: 40, bottom: 55 };
@@ -21,10 +39,16 @@ export function lineChart(options: { title: string; xLabel: string; yLabel: stri
   const xMax = niceCeil(Math.max(1, ...all.map(([x]) => x)));
   const yMinRaw = Math.min(...all.map(([, y]) => y), 1);
   const yMaxRaw = Math.max(...all.map(([, y]) => y), 1);
-  const yMin = 10 ** Math.floor(Math.log10(yMinRaw));
-  const yMax = 10 ** Math.ceil(Math.log10(yMaxRaw));
+  const log = yScale === "log";
+  const yMin = log ? 10 ** Math.floor(Math.log10(yMinRaw)) : 0;
+  const yMax = log ? 10 ** Math.ceil(Math.log10(yMaxRaw)) : niceCeil(yMaxRaw);
   const sx = (x: number) => m.left + (x / xMax) * plotW;
-  const sy = (y: number) => m.top + plotH - ((Math.log10(y) - Math.log10(yMin)) / (Math.log10(yMax) - Math.log10(yMin))) * plotH;
+  const sy = log
+    ? (y: number) => m.top + plotH - ((Math.log10(y) - Math.log10(yMin)) / (Math.log10(yMax) - Math.log10(yMin))) * plotH
+    : (y: number) => m.top + plotH - (y / yMax) * plotH;
+  const yTicks = log
+    ? Array.from({ length: Math.log10(yMax) - Math.log10(yMin) + 1 }, (_, i) => 10 ** (Math.log10(yMin) + i))
+    : Array.from({ length: 6 }, (_, i) => (yMax / 5) * i);
 
   const out: string[] = [];
   out.push(
@@ -40,8 +64,7 @@ export function lineChart(options: { title: string; xLabel: string; yLabel: stri
       `<text x="${sx(x)}" y="${m.top + plotH + 18}" text-anchor="middle">${fmt(x)}</text>`,
     );
   }
-  for (let e = Math.log10(yMin); e <= Math.log10(yMax); e++) {
-    const y = 10 ** e;
+  for (const y of yTicks) {
     out.push(
       `<line x1="${m.left}" y1="${sy(y)}" x2="${m.left + plotW}" y2="${sy(y)}" stroke="#e5e5e5"/>`,
       `<text x="${m.left - 8}" y="${sy(y) + 4}" text-anchor="end">${fmt(y)}</text>`,

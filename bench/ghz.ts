@@ -4,6 +4,7 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { PROTO_ROOT } from "../src/envoy/protos.ts";
 
@@ -25,6 +26,8 @@ export interface LoadSpec {
   readonly workDir: string;
   /** The server's processes, whose CPU time the run is charged. */
   readonly serverPids: readonly number[];
+  /** The core the server is pinned to, for the /proc/stat accounting of what else ran there. */
+  readonly serverCore?: string;
 }
 
 export interface LoadResult {
@@ -44,9 +47,25 @@ export interface LoadResult {
   readonly cpuUsPerRequest: number;
   /** Server CPU utilisation over the run, in cores. */
   readonly cpuCores: number;
+  /** ghz's own CPU (user + system) over the run, in cores: near 1.0 means the load generator was the limit. */
+  readonly ghzCores: number;
+  /** What else the two cores did meanwhile (/proc/stat), as fractions of the run's wall time. */
+  readonly machine: RunMachine;
   readonly rssBytes: number;
   /** The exact ghz command line. */
   readonly command: string;
+}
+
+/** Per core: time stolen by the hypervisor, and time busy with work other than the server and ghz. */
+export interface RunMachine {
+  readonly serverCoreSteal: number;
+  /** The server's core busy minus the server's own CPU: other processes sharing its core. */
+  readonly serverCoreForeign: number;
+  readonly loadCoreSteal: number;
+  /** The load core busy minus ghz's own CPU. */
+  readonly loadCoreForeign: number;
+  /** The 1-minute load average at the end of the run. */
+  readonly loadAvg1: number;
 }
 
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
@@ -57,6 +76,18 @@ export function cpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   // fields[0] is field 3 (state); utime is field 14, stime field 15.
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+/** Per-core jiffies from /proc/stat: busy (user, nice, system, irq, softirq) and steal. */
+export function coreTimes(): Map<string, { busy: number; steal: number }> {
+  const out = new Map<string, { busy: number; steal: number }>();
+  for (const line of readFileSync("/proc/stat", "utf8").split("\n")) {
+    const m = /^cpu(\d+) (.*)$/.exec(line);
+    if (m === null) continue;
+    const [user, nice, system, , , irq, softirq, steal] = m[2]!.trim().split(/\s+/).map(Number);
+    out.set(m[1]!, { busy: (user! + nice! + system! + irq! + softirq!) / CLK_TCK, steal: steal! / CLK_TCK });
+  }
+  return out;
 }
 
 export function rssBytes(pid: number): number {
@@ -115,16 +146,24 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const outFile = join(spec.workDir, `ghz-${process.hrtime.bigint()}.json`);
   const args = ["-c", spec.core, spec.ghz, ...ghzArgs(spec, outFile)];
   const cpuBefore = spec.serverPids.reduce((s, pid) => s + cpuSeconds(pid), 0);
+  const coresBefore = coreTimes();
   const started = process.hrtime.bigint();
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn("taskset", args, { stdio: ["ignore", "ignore", "pipe"] });
+  // Through bash so that `times` reports ghz's own CPU (the shell's children) once it has exited.
+  const ghzCpuSeconds = await new Promise<number>((resolve, reject) => {
+    const child = spawn("bash", ["-c", 'taskset "$@"; s=$?; times >&2; exit $s', "bash", ...args], { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
     child.on("error", reject);
-    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`ghz exited ${code}: ${stderr.slice(-2000)}`))));
+    child.on("exit", (code) => {
+      if (code !== 0) return reject(new Error(`ghz exited ${code}: ${stderr.slice(-2000)}`));
+      // `times`: the shell's user and system time, then its children's: "0m3.210s 0m0.450s".
+      const children = stderr.trim().split("\n").at(-1)!.match(/(\d+)m([\d.]+)s/g) ?? [];
+      resolve(children.reduce((s, t) => s + Number(/(\d+)m/.exec(t)![1]) * 60 + Number(/m([\d.]+)s/.exec(t)![1]), 0));
+    });
   });
   const wallSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   const cpuAfter = spec.serverPids.reduce((s, pid) => s + cpuSeconds(pid), 0);
+  const coresAfter = coreTimes();
   const rss = spec.serverPids.reduce((s, pid) => s + rssBytes(pid), 0);
   const report = JSON.parse(readFileSync(outFile, "utf8")) as GhzReport;
   rmSync(outFile, { force: true });
@@ -141,6 +180,11 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
     else errors[d.status] = (errors[d.status] ?? 0) + 1;
   }
   const cpu = cpuAfter - cpuBefore;
+  const delta = (core: string, field: "busy" | "steal") => {
+    const [a, b] = [coresBefore.get(core), coresAfter.get(core)];
+    return a === undefined || b === undefined ? NaN : (b[field] - a[field]) / wallSeconds;
+  };
+  const serverCore = spec.serverCore ?? "none";
   return {
     offeredRps: spec.rps ?? "saturation",
     count: report.count,
@@ -154,6 +198,14 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
     maxMs: latencies.length === 0 ? NaN : latencies[latencies.length - 1]!,
     cpuUsPerRequest: report.count === 0 ? NaN : (cpu / report.count) * 1e6,
     cpuCores: cpu / wallSeconds,
+    ghzCores: ghzCpuSeconds / wallSeconds,
+    machine: {
+      serverCoreSteal: delta(serverCore, "steal"),
+      serverCoreForeign: Math.max(0, delta(serverCore, "busy") - cpu / wallSeconds),
+      loadCoreSteal: delta(spec.core, "steal"),
+      loadCoreForeign: Math.max(0, delta(spec.core, "busy") - ghzCpuSeconds / wallSeconds),
+      loadAvg1: loadavg()[0]!,
+    },
     rssBytes: rss,
     command: ["taskset", ...args.map((a) => (a === outFile ? "OUT.json" : a))].join(" "),
   };

@@ -2,7 +2,7 @@
  * Servers under test run as separate processes pinned to one core (`taskset -c CORE`), each
  * announcing its port through a ready file; the runner stops every process it started, by pid.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -88,6 +88,21 @@ export async function startProcess(spec: StartSpec): Promise<ServerProcess> {
       }
     },
   };
+}
+
+/**
+ * CPU ms that a fixed integer loop takes on `core`, best of three: the core's speed as the server
+ * will meet it. It moves when the CPU's frequency does, or when a neighbour (another VM on the
+ * same physical core) slows this one; the runner records it before every server process.
+ */
+export function coreCalibrationMs(core: string): number {
+  const loop =
+    "let x=1;const t=process.cpuUsage();for(let i=0;i<1e7;i++)x=(Math.imul(x,1103515245)+12345)>>>0;const d=process.cpuUsage(t);process.stdout.write(String((d.user+d.system)/1000+(x&0)))";
+  const runs = Array.from({ length: 3 }, () => {
+    const r = spawnSync("taskset", ["-c", core, process.execPath, "-e", loop], { encoding: "utf8", timeout: 30_000 });
+    return r.status === 0 ? Number(r.stdout) : NaN;
+  });
+  return Math.min(...runs);
 }
 
 function tail(file: string): string {

@@ -12,23 +12,26 @@
  * GOMAXPROCS=1); ghz runs pinned to core 0. All traffic goes to 127.0.0.1.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { lineChart } from "./chart.ts";
+import { lineChart, memoryChart } from "./chart.ts";
 import type { ColdResult } from "./cold.ts";
 import { type LoadResult, runLoad, rssBytes } from "./ghz.ts";
 import { startKonfidenceBench } from "./konfidence-world.ts";
 import { runMemoryScenario, type MemoryScenario } from "./memory.ts";
 import type { ModuleStep } from "./module-memory.ts";
-import { startProcess, type ServerProcess } from "./processes.ts";
+import { coreCalibrationMs, startProcess, type ServerProcess } from "./processes.ts";
 import { topSelfTime } from "./profile.ts";
 import { renderResults } from "./report.ts";
-import { HOT_SCENARIOS, type HotResult, type Results } from "./scenarios.ts";
+import { HOT_SCENARIOS, type HotId, type HotResult, type ProcessRun, type Results } from "./scenarios.ts";
 import { constantServiceAccountToken } from "./warm-ports.ts";
-import { assetRequests, benchWorld, pluginTokenRequests, userTokenRequests, writeDataFile } from "./workload.ts";
+import { configSchema } from "../src/config/schema.ts";
+import { assetRequests, BENCH_CLUSTER, benchWorld, pluginTokenRequests, userTokenRequests, writeDataFile } from "./workload.ts";
+import { runFleet, type FleetResult } from "./fleet.ts";
+import { NODE_ENV, NODE_FLAGS } from "../src/cli/node-flags.ts";
 import { SECRET } from "../test/support/tokens.ts";
 
 const ROOT = resolve(import.meta.dirname, "..");
@@ -54,7 +57,17 @@ if (flags.render) {
 }
 
 const quick = flags.quick;
-const only = new Set((flags.only ?? "noop,plugin-assets,plugin-token,plugin-token-semi8,user-token,konfidence,opa,hot-path,profile,cold,memory").split(","));
+/** A minimal configuration, parsed for its defaults. */
+const DEFAULTS = configSchema.parse({
+  listen: { grpc: "127.0.0.1:9001", admin: "127.0.0.1:9090", internal: "127.0.0.1:9002" },
+  tokens: { secrets: [{ env: "PORTCULLIS_JWT_SECRET" }] },
+  openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01JBENCHST0RE0000000000000" },
+  clusters: [{ id: BENCH_CLUSTER, kubeconfig: "/nonexistent" }],
+});
+const ALL = "noop,plugin-assets,plugin-token,plugin-token-node-defaults,user-token,konfidence,opa,hot-path,profile,cold,memory,fleet";
+const only = new Set((flags.only ?? ALL).split(","));
+const unknown = [...only].filter((id) => !ALL.split(",").includes(id));
+if (unknown.length > 0) throw new Error(`--only: unknown ${unknown.join(", ")}; the ids are ${ALL}`);
 const settings = {
   tokens: 1_000,
   installations: 250,
@@ -62,6 +75,11 @@ const settings = {
   concurrency: 64,
   connections: 2,
   rateConcurrency: 8,
+  // The primary CPU-per-check figure: every server at this one offered rate, below each one's
+  // capacity (OPA-Envoy's is ~3,200-4,100 checks/s on these machines), so CPU per check is compared at
+  // the same load rather than at each server's own saturation point (see report.ts, "Why").
+  referenceRps: 3_000,
+  referenceSeconds: quick ? 5 : 10,
   warmupSeconds: quick ? 3 : 5,
   saturationSeconds: quick ? 4 : 8,
   saturationRepeats: quick ? 1 : 2,
@@ -70,6 +88,9 @@ const settings = {
   rateFractions: "0.25,0.5,0.75",
   coldSamples: quick ? 3 : 10,
   memoryUsers: quick ? 20_000 : 100_000,
+  // The default cache sizes, for the manifests' sizing at defaults (report.ts "Sizing").
+  defaultTokenCacheEntries: DEFAULTS.tokens!.cacheMaxEntries,
+  defaultCanViewCacheEntries: DEFAULTS.openfga!.cacheMaxEntries,
   memoryInstallations: 10_000,
 };
 
@@ -106,31 +127,38 @@ async function runAll(): Promise<Results> {
   writeDataFile(data.assets, assetRequests(settings.tokens));
 
   const hot: HotResult[] = [];
+  const processes: ProcessRun[] = [];
   let noopSaturation: number | undefined;
   const rates = () => (noopSaturation === undefined ? [] : settings.rateFractions.split(",").map((f) => Math.round(Number(f) * noopSaturation!)));
 
   commands.push(
-    `# servers under test (one at a time, pinned to core ${SERVER_CORE}):`,
+    `# servers under test (one at a time, pinned to core ${SERVER_CORE}; portcullis with the shipped flags, src/cli/node-flags.ts):`,
     `taskset -c ${SERVER_CORE} node bench/noop-server.ts --ready-file F`,
-    `taskset -c ${SERVER_CORE} node bench/servers/portcullis.ts --ready-file F --world $WORK/world.json   # scenarios 2-5 (konfidence: world-konfidence.json)`,
+    `${envPrefix(NODE_ENV)}taskset -c ${SERVER_CORE} node ${NODE_FLAGS.join(" ")} bench/servers/portcullis.ts --ready-file F --world $WORK/world.json   # scenarios 2-5 (konfidence: world-konfidence.json)`,
   );
-  const portcullis = (name: string, file: string, extra: string[] = []) =>
+  const portcullis = (name: string, file: string, shipped = true) =>
     startProcess({
       name,
       core: SERVER_CORE,
-      command: [node, join(BENCH, "servers/portcullis.ts"), "--ready-file", "{READY}", "--world", file, ...extra],
+      command: [node, ...(shipped ? NODE_FLAGS : []), join(BENCH, "servers/portcullis.ts"), "--ready-file", "{READY}", "--world", file],
+      ...(shipped ? { env: { ...NODE_ENV } } : {}),
       workDir,
     });
 
-  const scenarios: Array<(typeof HOT_SCENARIOS)[number] & { again?: boolean }> = HOT_SCENARIOS.filter((s) => only.has(s.id));
-  // The no-op again at the end: one process can land a few percent off another, and the ceiling
-  // should not be an unlucky one.
-  if (only.has("noop")) scenarios.push({ ...HOT_SCENARIOS[0], again: true });
-  let noopAgain: HotResult | undefined;
-  // Each scenario in `processRepeats` fresh processes, one after the other: one Node (or OPA) process
-  // can land ±10% off another on this VM, more than the runs within one process differ.
-  const plan = scenarios.flatMap((s) => Array.from({ length: s.again === true ? 1 : settings.processRepeats }, (_, rep) => ({ ...s, rep })));
+  // The no-op first, then between every two scenarios and after the last: each scenario is
+  // compared with the no-op measured just before and just after it (whatever else the machine did
+  // meanwhile touches both alike), and the no-op's repeats show how far one run moves by itself.
+  // Each other scenario runs in `processRepeats` fresh processes: one Node (or OPA) process can
+  // land ±10% off another on this VM, more than the runs within one process differ.
+  const others = HOT_SCENARIOS.filter((s) => s.id !== "noop" && only.has(s.id)).map((s) => s.id);
+  const withNoop = only.has("noop");
+  const plan: Array<{ id: HotId; rep: number }> = withNoop ? [{ id: "noop", rep: 0 }] : [];
+  for (const id of others) {
+    for (let rep = 0; rep < settings.processRepeats; rep++) plan.push({ id, rep });
+    if (withNoop) plan.push({ id: "noop", rep: plan.filter((p) => p.id === "noop").length });
+  }
   for (const s of plan) {
+    const calibrationMs = coreCalibrationMs(SERVER_CORE);
     let server: ServerProcess;
     let dataFile = data.plugin;
     let cleanup = async () => {};
@@ -145,13 +173,8 @@ async function runAll(): Promise<Results> {
       case "plugin-token":
         server = await portcullis("portcullis-plugin", worldFile);
         break;
-      case "plugin-token-semi8":
-        server = await startProcess({
-          name: "portcullis-plugin-semi8",
-          core: SERVER_CORE,
-          command: [node, "--max-semi-space-size=8", join(BENCH, "servers/portcullis.ts"), "--ready-file", "{READY}", "--world", worldFile],
-          workDir,
-        });
+      case "plugin-token-node-defaults":
+        server = await portcullis("portcullis-plugin-node-defaults", worldFile, false);
         break;
       case "user-token":
         server = await portcullis("portcullis-user", worldFile);
@@ -173,7 +196,7 @@ async function runAll(): Promise<Results> {
     }
     try {
       const loadAtStart = loadavg()[0]!;
-      log(`${s.id}${s.rep > 0 ? ` (process ${s.rep + 1})` : ""}: pid ${server.pid}, port ${server.port}, load average ${loadAtStart.toFixed(2)}`);
+      log(`${s.id} (process ${s.rep + 1}): pid ${server.pid}, port ${server.port}, load average ${loadAtStart.toFixed(2)}, calibration ${calibrationMs.toFixed(0)} ms`);
       const rssIdle = rssBytes(server.pid);
       const load = (durationSeconds: number, rps?: number) =>
         runLoad({
@@ -187,20 +210,26 @@ async function runAll(): Promise<Results> {
           core: LOAD_CORE,
           workDir,
           serverPids: [server.pid],
+          serverCore: SERVER_CORE,
         });
       // Warm-up: every token verified and every gate cached once, and the JIT warm.
       const warm = await load(settings.warmupSeconds);
       assertHealthy(s.id, warm, "warm-up");
+      const reference = await load(settings.referenceSeconds, settings.referenceRps);
+      assertHealthy(s.id, reference, "reference rate");
+      log(`${s.id}: ${settings.referenceRps} rps offered → ${reference.rps.toFixed(0)}, ${reference.cpuUsPerRequest.toFixed(1)} µs CPU/check, ${machineNote(reference)}`);
+      if (s.id === "plugin-token" && s.rep === 0) commands.push(`# the reference rate (CPU per check):\n${reference.command}`);
       const saturationRuns: LoadResult[] = [];
       for (let i = 0; i < settings.saturationRepeats; i++) {
         const r = await load(settings.saturationSeconds);
         assertHealthy(s.id, r, "saturation");
         saturationRuns.push(r);
-        log(`${s.id}: saturation ${r.rps.toFixed(0)} rps, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(1)} µs CPU/check`);
+        log(`${s.id}: saturation ${r.rps.toFixed(0)} rps, p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerRequest.toFixed(1)} µs CPU/check, server ${r.cpuCores.toFixed(2)} cores, ghz ${r.ghzCores.toFixed(2)}, ${machineNote(r)}`);
       }
-      if (s.rep > 0) {
+      processes.push({ id: s.id, loadAtStart, calibrationMs, rssIdleBytes: rssIdle, reference, saturationRuns });
+      const i = hot.findIndex((h) => h.id === s.id);
+      if (i >= 0) {
         // A further process of a scenario already measured: its saturation runs join the first's.
-        const i = hot.findIndex((h) => h.id === s.id);
         const first = hot[i]!;
         const all = [...first.saturationRuns, ...saturationRuns];
         hot[i] = { ...first, saturationRuns: all, saturation: all.toSorted((a, b) => b.rps - a.rps)[0]! };
@@ -208,17 +237,13 @@ async function runAll(): Promise<Results> {
       }
       // Best of N: anything else running on the machine can only lower a run's throughput.
       const saturation = saturationRuns.toSorted((a, b) => b.rps - a.rps)[0]!;
-      if (s.id === "noop" && s.again !== true) noopSaturation = saturation.rps;
+      if (s.id === "noop") noopSaturation = saturation.rps;
       if (s.id === "plugin-token") commands.push(`# load at saturation (every scenario, each with its own data file):\n${saturation.command}`);
       const rateResults: LoadResult[] = [];
-      if (s.again === true) {
-        noopAgain = { id: s.id, saturation, saturationRuns, rates: [], rssIdleBytes: rssIdle, loadAtStart };
-        continue;
-      }
       for (const rps of rates()) {
         const r = await load(settings.rateSeconds, rps);
         rateResults.push(r);
-        log(`${s.id}: ${rps} rps offered → ${r.rps.toFixed(0)} rps, p50 ${r.p50Ms.toFixed(2)} p99 ${r.p99Ms.toFixed(2)} p99.9 ${r.p999Ms.toFixed(2)} ms`);
+        log(`${s.id}: ${rps} rps offered → ${r.rps.toFixed(0)} rps, p50 ${r.p50Ms.toFixed(2)} p99 ${r.p99Ms.toFixed(2)} p99.9 ${r.p999Ms.toFixed(2)} ms, ${machineNote(r)}`);
       }
       if (s.id === "plugin-token" && rateResults[0] !== undefined) commands.push(`# load at a fixed rate:\n${rateResults[0].command}`);
       hot.push({ id: s.id, saturation, saturationRuns, rates: rateResults, rssIdleBytes: rssIdle, loadAtStart });
@@ -265,16 +290,27 @@ async function runAll(): Promise<Results> {
       installations: settings.memoryInstallations,
       serverCore: SERVER_CORE,
       loadCore: LOAD_CORE,
+      nodeFlags: NODE_FLAGS,
+      env: { ...NODE_ENV },
     });
     commands.push(
       `# memory (bench/memory.ts, ${settings.memoryUsers} users, ${settings.memoryInstallations} installations):`,
       `taskset -c ${LOAD_CORE} node bench/servers/upstream-fakes.ts --ready-file U --world $WORK/world-memory.json`,
-      `taskset -c ${SERVER_CORE} node --expose-gc bench/servers/portcullis.ts --ready-file F --world $WORK/world-memory.json --scenario real-ports --upstream U --memory-file M`,
+      `${envPrefix(NODE_ENV)}taskset -c ${SERVER_CORE} node ${NODE_FLAGS.join(" ")} --expose-gc bench/servers/portcullis.ts --ready-file F --world $WORK/world-memory.json --scenario real-ports --upstream U --memory-file M`,
     );
     const modules = spawnSync(node, ["--expose-gc", join(BENCH, "module-memory.ts")], { encoding: "utf8", timeout: 60_000 });
     if (modules.status === 0) moduleMemory = JSON.parse(modules.stdout) as ModuleStep[];
     commands.push("# memory before any data:\nnode --expose-gc bench/module-memory.ts");
     log(`memory: RSS ${(memory.rssFilledBytes / 2 ** 20).toFixed(1)} MiB after ${memory.allowed} allowed checks`);
+  }
+
+  let fleet: FleetResult | undefined;
+  if (only.has("fleet")) {
+    log("fleet: bench/fleet.ts");
+    const dir = join(workDir, "fleet");
+    mkdirSync(dir);
+    fleet = await runFleet({ workDir: dir, ghz: tools.ghz, quick, serverCore: SERVER_CORE, loadCore: LOAD_CORE, log });
+    commands.push(`# fleet (issue 16):\nnode bench/fleet.ts --out F.json${quick ? " --quick" : ""}`);
   }
 
   const end = machineNotes("end");
@@ -284,7 +320,9 @@ async function runAll(): Promise<Results> {
     machine: { ...machine, ...end },
     settings,
     hot,
-    ...(noopAgain === undefined ? {} : { noopAgain }),
+    processes,
+    shippedFlags: { node: NODE_FLAGS, env: { ...NODE_ENV } },
+    ...(fleet === undefined ? {} : { fleet }),
     ...(cold === undefined ? {} : { cold }),
     ...(memory === undefined ? {} : { memory }),
     ...(moduleMemory === undefined ? {} : { moduleMemory }),
@@ -302,7 +340,8 @@ async function runProfile(worldFile: string, dataFile: string): Promise<NonNulla
   const server = await startProcess({
     name: "portcullis-profile",
     core: SERVER_CORE,
-    command: [node, join(BENCH, "servers/portcullis.ts"), "--ready-file", "{READY}", "--world", worldFile, "--profile-file", file],
+    env: { ...NODE_ENV },
+    command: [node, ...NODE_FLAGS, join(BENCH, "servers/portcullis.ts"), "--ready-file", "{READY}", "--world", worldFile, "--profile-file", file],
     workDir,
   });
   let requests = 0;
@@ -316,6 +355,7 @@ async function runProfile(worldFile: string, dataFile: string): Promise<NonNulla
       core: LOAD_CORE,
       workDir,
       serverPids: [server.pid],
+      serverCore: SERVER_CORE,
     };
     await runLoad({ ...spec, durationSeconds: settings.warmupSeconds });
     // Only the measured run is profiled: start-up, token verification and JIT warm-up stay out.
@@ -427,6 +467,9 @@ function machineNotes(when: "start" | "end"): Record<string, string> {
   return {
     nproc: sh("nproc", []),
     cpu: cpus()[0]?.model ?? "unknown",
+    // No cpufreq on these VMs: /proc/cpuinfo's MHz is the nominal figure. The per-process calibration
+    // loop (the runs' table) is what shows a core running slower.
+    cpuMHz: String(cpus()[0]?.speed ?? "unknown"),
     memory: `${Math.round(Number(/MemTotal:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0) / 2 ** 20)} GiB`,
     kernel: sh("uname", ["-r"]),
     node: process.version,
@@ -446,10 +489,36 @@ function writeReport(results: Results): void {
       points: h.rates.map((r) => [r.offeredRps as number, r.p99Ms] as const),
     })),
   });
+  const curve = results.memory?.rssCurve;
+  const rss =
+    curve === undefined || curve.length === 0
+      ? undefined
+      : memoryChart({
+          title: `Memory scenario: RSS and V8 heap used over the fill (${results.memory!.installations.toLocaleString("en")} installations indexed)`,
+          xLabel: "users checked (one cached token and can_view entry each)",
+          yLabel: "MiB",
+          series: [
+            { label: "RSS", points: curve.map((p) => [p.users, p.rssMiB] as const) },
+            { label: "V8 heap used", points: curve.map((p) => [p.users, p.heapUsedMiB] as const) },
+          ],
+        });
   if (flags["no-write"]) return;
   writeFileSync(join(BENCH, "p99-vs-load.svg"), chart);
+  if (rss !== undefined) writeFileSync(join(BENCH, "rss-over-fill.svg"), rss);
   writeFileSync(join(BENCH, "RESULTS.md"), renderResults(results));
-  log("wrote bench/RESULTS.md, bench/results.json, bench/p99-vs-load.svg");
+  log(`wrote bench/RESULTS.md, bench/results.json, bench/p99-vs-load.svg${rss === undefined ? "" : ", bench/rss-over-fill.svg"}`);
+}
+
+/** What else the machine did during a run, for the log. */
+function machineNote(r: LoadResult): string {
+  const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+  return `core ${SERVER_CORE}: steal ${pct(r.machine.serverCoreSteal)}, other work ${pct(r.machine.serverCoreForeign)}; core ${LOAD_CORE}: other work ${pct(r.machine.loadCoreForeign)}; load ${r.machine.loadAvg1.toFixed(2)}`;
+}
+
+function envPrefix(env: Readonly<Record<string, string>>): string {
+  return Object.entries(env)
+    .map(([k, v]) => `${k}=${v} `)
+    .join("");
 }
 
 function log(message: string): void {

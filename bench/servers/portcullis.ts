@@ -45,7 +45,7 @@ const config = configSchema.parse({
   openfga:
     upstream === undefined
       ? // Never contacted: the warm ports answer from memory.
-        { apiUrl: "http://127.0.0.1:1", storeId: "01BENCHSTORE" }
+        { apiUrl: "http://127.0.0.1:1", storeId: "01JBENCHST0RE0000000000000" }
       : { apiUrl: upstream.openfgaUrl, storeId: upstream.storeId, timeoutMs: 2_000, allowTtlMs: HOUR_MS, cacheMaxEntries: MEMORY_CACHE_ENTRIES },
   clusters: world.clusterIds.map((id) => ({ id, kubeconfig: upstream?.kubeconfig ?? "/nonexistent" })),
   ...(realPorts

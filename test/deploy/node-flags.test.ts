@@ -1,0 +1,65 @@
+/**
+ * The shipped Node flags (src/cli/node-flags.ts) are what every way of starting portcullis runs:
+ * `npm start`, the Dockerfile's ENTRYPOINT (and ENV), the Deployment (which must not override the
+ * ENTRYPOINT), and the benchmark, which imports the list. No other file spells a flag of its own.
+ */
+import { execFile } from "node:child_process";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parseAllDocuments } from "yaml";
+import { NODE_ENV, NODE_FLAGS } from "../../src/cli/node-flags.ts";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const read = (path: string) => readFileSync(resolve(ROOT, path), "utf8");
+const envPrefix = Object.entries(NODE_ENV)
+  .map(([k, v]) => `${k}=${v} `)
+  .join("");
+
+describe("the shipped Node flags", () => {
+  it("npm start runs node with them", () => {
+    const scripts = (JSON.parse(read("package.json")) as { scripts: Record<string, string> }).scripts;
+    expect(scripts["start"]).toBe(`${envPrefix}node ${NODE_FLAGS.join(" ")} scripts/start.ts`);
+  });
+
+  it("npm start with them starts (node accepts every flag): validate-config through the npm script exits 0", { timeout: 60_000 }, async () => {
+    const run = await new Promise<{ code: number | null; stderr: string }>((done) =>
+      execFile("npm", ["start", "--silent", "--", "validate-config", "--file-only", "deploy/examples/portcullis.yaml"], { cwd: ROOT, timeout: 50_000 }, (err, _out, stderr) =>
+        done({ code: err === null ? 0 : typeof err.code === "number" ? err.code : null, stderr }),
+      ),
+    );
+    expect(run, run.stderr).toMatchObject({ code: 0 });
+    expect(run.stderr).not.toMatch(/bad option/);
+  });
+
+  it("the Dockerfile's ENTRYPOINT runs node with them, and its ENV carries the shipped environment", () => {
+    const dockerfile = read("Dockerfile");
+    const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile);
+    expect(entrypoint).not.toBeNull();
+    expect(JSON.parse(entrypoint![1]!)).toEqual(["node", ...NODE_FLAGS, "src/cli/main.ts"]);
+    for (const [k, v] of Object.entries(NODE_ENV)) expect(dockerfile).toMatch(new RegExp(`^ENV ${k}=${v}$`, "m"));
+  });
+
+  it("the Deployment keeps the image's ENTRYPOINT (no command of its own) and sets the shipped environment", () => {
+    const deployment = parseAllDocuments(read("deploy/k8s/deployment.yaml"))
+      .map((d) => d.toJS() as Record<string, any>)
+      .find((d) => d["kind"] === "Deployment")!;
+    const container = deployment["spec"].template.spec.containers[0];
+    expect(container.command).toBeUndefined();
+    const env = Object.fromEntries((container.env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value]));
+    for (const [k, v] of Object.entries(NODE_ENV)) expect(env[k]).toBe(v);
+    expect(env["NODE_OPTIONS"]).toBeUndefined();
+  });
+
+  it("no source, script or benchmark spells a V8 heap flag of its own: they import the list", () => {
+    const files = ["src", "scripts", "bench"].flatMap(function walk(dir: string): string[] {
+      return readdirSync(resolve(ROOT, dir)).flatMap((name) => {
+        const path = join(dir, name);
+        return statSync(resolve(ROOT, path)).isDirectory() ? walk(path) : path.endsWith(".ts") ? [path] : [];
+      });
+    });
+    const spelled = files.filter((f) => /--max-(semi|old)-space-size/.test(read(f))).map((f) => relative(ROOT, resolve(ROOT, f)));
+    expect(spelled).toEqual(["src/cli/node-flags.ts"]);
+    expect(read("bench/run.ts")).toMatch(/import \{[^}]*NODE_FLAGS[^}]*\} from "\.\.\/src\/cli\/node-flags\.ts"/);
+  });
+});
