@@ -48,6 +48,31 @@ describe("one process", () => {
     { name: "never synced", serving: false, shuttingDown: false, indexes: [index("a", false, false)], lines: ["[-]index plugininstallations cluster=a: never synced: not ready until it has"], verdict: "not ready" },
     { name: "an index that does not say hasSynced counts as never synced while unsynced", serving: false, shuttingDown: false, indexes: [index("r", false)], lines: ["[-]index plugininstallations cluster=r: never synced: not ready until it has"], verdict: "not ready" },
     { name: "shutting down", serving: false, shuttingDown: true, indexes: [], lines: ["[-]shutdown: begun: not serving"], verdict: "not ready" },
+    // The cluster registry (issue 16).
+    {
+      name: "a cluster registered while serving, not synced yet",
+      serving: true,
+      shuttingDown: false,
+      indexes: [index("a", true, true), { ...index("n", false, false), gatesReadiness: false }],
+      lines: ["[-]index plugininstallations cluster=n: not synced yet, registered while serving: this cluster's checks answer 503 until it syncs (does not gate readiness)"],
+      verdict: "ready",
+    },
+    {
+      name: "the registry's watch lost after its first list: the clusters are kept",
+      serving: true,
+      shuttingDown: false,
+      indexes: [index("a", true, true), { ...index("cluster-registry", false, true), index: "clusterregistry", outage: "the clusters it registered are kept and served" }],
+      lines: ["[-]index clusterregistry cluster=cluster-registry: unsynced, synced before: the clusters it registered are kept and served (does not gate readiness)"],
+      verdict: "ready",
+    },
+    {
+      name: "the registry never listed",
+      serving: false,
+      shuttingDown: false,
+      indexes: [index("a", true, true), { ...index("cluster-registry", false, false), index: "clusterregistry" }],
+      lines: ["[-]index clusterregistry cluster=cluster-registry: never synced: not ready until it has"],
+      verdict: "not ready",
+    },
   ])("$name → $verdict", ({ serving, shuttingDown, indexes, lines, verdict }) => {
     const readiness = processReadiness({ serving, shuttingDown, indexes, dependencies: [{ name: "openfga store", ok: false, state: "unresolved" }] });
     expect(renderReadiness(readiness, false)).toBe(`${verdict}\n`);
