@@ -469,7 +469,7 @@ function machineNotes(when: "start" | "end"): Record<string, string> {
     cpu: cpus()[0]?.model ?? "unknown",
     // No cpufreq on these VMs: /proc/cpuinfo's MHz is the nominal figure. The per-process calibration
     // loop (the runs' table) is what shows a core running slower.
-    cpuMHz: String(cpus()[0]?.speed ?? "unknown"),
+    cpuMHz: /^cpu MHz\s*:\s*([\d.]+)/m.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? "unknown",
     memory: `${Math.round(Number(/MemTotal:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))?.[1] ?? 0) / 2 ** 20)} GiB`,
     kernel: sh("uname", ["-r"]),
     node: process.version,
