@@ -2,8 +2,10 @@
  * The memory scenario: portcullis on its real ports (bench/servers/portcullis.ts --scenario
  * real-ports) against the wire fakes in another process, with N installations in the watched
  * index, then N users' PluginTokens checked once each on the plugin-proxy route (a verified-token
- * entry and a can_view entry per user). The server's RSS
- * is read from /proc before and after, and its heap after a full GC (SIGUSR2 report).
+ * entry and a can_view entry per user). The server's RSS is read from /proc before, during (the
+ * RSS curve: RSS and V8 heap used every users/CURVE_POINTS checks, heap from the admin port's
+ * /metrics so no GC is forced), after, after a full GC (SIGUSR2 report), and once more a minute
+ * after that, idle (what V8 and malloc give back on their own).
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -11,11 +13,25 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { authorizationClient } from "../src/envoy/protos.ts";
 import { pluginClaims, sign } from "../test/support/tokens.ts";
 import { rssBytes } from "./ghz.ts";
-import type { MemoryReport } from "./servers/common.ts";
+import { type MemoryReport, rssOf } from "./servers/common.ts";
 import { startProcess } from "./processes.ts";
 import { BENCH_CLUSTER, benchWorld, envoyCheck, userId } from "./workload.ts";
 
+/** How many points the RSS curve has over the fill (plus the idle point at 0 users). */
+const CURVE_POINTS = 20;
+/** How long after the GC report the server sits idle before the last reading. */
+export const LATER_SECONDS = 60;
+
+export interface CurvePoint {
+  readonly users: number;
+  readonly rssMiB: number;
+  readonly heapUsedMiB: number;
+}
+
 export interface MemoryScenario {
+  /** The server's Node flags and the environment added to it (the shipped defaults unless a run overrides them). */
+  readonly nodeFlags: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
   readonly users: number;
   readonly installations: number;
   readonly allowed: number;
@@ -28,7 +44,13 @@ export interface MemoryScenario {
   /** After a full GC. */
   readonly afterGc: MemoryReport;
   readonly idleAfterGc: MemoryReport;
+  /** RSS and V8 heap used (not collected first) as the users are checked, from 0 to `users`. */
+  readonly rssCurve: readonly CurvePoint[];
+  /** LATER_SECONDS after the GC report, idle, nothing forced: VmRSS (with its anonymous part) and the V8 heap. */
+  readonly later: { readonly seconds: number; readonly rssBytes: number; readonly rssAnonBytes: number; readonly heapUsedBytes: number; readonly heapTotalBytes: number };
 }
+
+const MiB = 2 ** 20;
 
 export async function runMemoryScenario(options: {
   workDir: string;
@@ -36,6 +58,9 @@ export async function runMemoryScenario(options: {
   installations: number;
   serverCore: string;
   loadCore: string;
+  /** Node flags and environment for the server; the shipped defaults when absent. */
+  nodeFlags?: readonly string[];
+  env?: Record<string, string>;
   /** Diagnostics: called with the server's pid once the checks are done, before the GC report. */
   onFilled?: (pid: number) => Promise<void>;
 }): Promise<MemoryScenario> {
@@ -51,11 +76,15 @@ export async function runMemoryScenario(options: {
     workDir,
   });
   const memoryFile = join(workDir, "memory-report.json");
+  const nodeFlags = options.nodeFlags ?? [];
+  const env = options.env ?? {};
   const server = await startProcess({
     name: "portcullis-real-ports",
     core: options.serverCore,
+    env,
     command: [
       node,
+      ...nodeFlags,
       "--expose-gc",
       join(import.meta.dirname, "servers/portcullis.ts"),
       "--ready-file",
@@ -78,12 +107,26 @@ export async function runMemoryScenario(options: {
     while (!existsSync(memoryFile)) await sleep(50);
     return JSON.parse(readFileSync(memoryFile, "utf8")) as MemoryReport;
   };
+  const heap = async (): Promise<{ heapUsedBytes: number; heapTotalBytes: number }> => {
+    const text = await (await fetch(`http://127.0.0.1:${server.info["adminPort"] as number}/metrics`)).text();
+    const metric = (name: string) => Number(new RegExp(`^${name} (\\d+)`, "m").exec(text)?.[1] ?? Number.NaN);
+    return { heapUsedBytes: metric("nodejs_heap_size_used_bytes"), heapTotalBytes: metric("nodejs_heap_size_total_bytes") };
+  };
+  const rssCurve: CurvePoint[] = [];
+  const pending: Array<Promise<void>> = [];
+  const sample = (users: number) => {
+    const rss = rssBytes(server.pid);
+    pending.push(heap().then((h) => void rssCurve.push({ users, rssMiB: rss / MiB, heapUsedMiB: h.heapUsedBytes / MiB })));
+  };
+  const curveStep = Math.max(1, Math.floor(options.users / CURVE_POINTS));
   try {
     await sleep(1_000);
     const rssIdleBytes = rssBytes(server.pid);
+    sample(0);
     const idleAfterGc = await report();
     const client = authorizationClient(`127.0.0.1:${server.port}`);
     let next = 0;
+    let done = 0;
     let allowed = 0;
     let failed = 0;
     const started = performance.now();
@@ -107,6 +150,7 @@ export async function runMemoryScenario(options: {
         } catch {
           failed++;
         }
+        if (++done % curveStep === 0) sample(done);
       }
     };
     await Promise.all(Array.from({ length: 128 }, worker));
@@ -115,7 +159,26 @@ export async function runMemoryScenario(options: {
     const rssFilledBytes = rssBytes(server.pid);
     await options.onFilled?.(server.pid);
     const afterGc = await report();
-    return { users: options.users, installations: options.installations, allowed, failed, fillSeconds, rssIdleBytes, rssFilledBytes, afterGc, idleAfterGc };
+    await Promise.all(pending);
+    rssCurve.sort((a, b) => a.users - b.users);
+    await sleep(LATER_SECONDS * 1000);
+    const { rssBytes: laterRss, rssAnonBytes: laterAnon } = rssOf(server.pid);
+    const later = { seconds: LATER_SECONDS, rssBytes: laterRss, rssAnonBytes: laterAnon, ...(await heap()) };
+    return {
+      nodeFlags,
+      env,
+      users: options.users,
+      installations: options.installations,
+      allowed,
+      failed,
+      fillSeconds,
+      rssIdleBytes,
+      rssFilledBytes,
+      afterGc,
+      idleAfterGc,
+      rssCurve,
+      later,
+    };
   } finally {
     await server.stop();
     await fakes.stop();

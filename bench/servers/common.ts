@@ -3,8 +3,9 @@
  * (a JSON file written atomically, so the runner never reads half of it), and a memory report on
  * SIGUSR2 (the runner asks for it after a scenario; `--expose-gc` lets it collect first).
  */
-import { renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
+import { createServer } from "node:net";
 import { getHeapSpaceStatistics, getHeapStatistics } from "node:v8";
 import { parseArgs } from "node:util";
 
@@ -47,6 +48,23 @@ export function serverArgs(): ServerArgs {
   };
 }
 
+/** A loopback port free right now: the configuration refuses port 0, so each listener is given one. */
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolvePort(port));
+    });
+  });
+}
+
+/** `address` with port 0 replaced by a free port. */
+export async function withFreePort(address: string): Promise<string> {
+  return address.endsWith(":0") ? `${address.slice(0, -2)}:${await freePort()}` : address;
+}
+
 export function announceReady(file: string, info: Record<string, unknown>): void {
   writeFileSync(`${file}.tmp`, JSON.stringify({ pid: process.pid, ...info }));
   renameSync(`${file}.tmp`, file);
@@ -54,12 +72,22 @@ export function announceReady(file: string, info: Record<string, unknown>): void
 
 export interface MemoryReport {
   readonly rssBytes: number;
+  /** VmRSS split as /proc reports it: anonymous memory (heap, malloc) and mapped files (the node binary's pages). */
+  readonly rssAnonBytes: number;
+  readonly rssFileBytes: number;
   readonly heapUsedBytes: number;
   readonly heapTotalBytes: number;
   readonly externalBytes: number;
   readonly arrayBuffersBytes: number;
-  readonly spaces: Array<{ space: string; usedBytes: number }>;
+  readonly spaces: Array<{ space: string; usedBytes: number; committedBytes: number }>;
   readonly gcRan: boolean;
+}
+
+/** VmRSS, RssAnon and RssFile of a process, in bytes (0 when /proc does not say). */
+export function rssOf(pid: number | "self"): { rssBytes: number; rssAnonBytes: number; rssFileBytes: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status)?.[1] ?? 0) * 1024;
+  return { rssBytes: kb("VmRSS"), rssAnonBytes: kb("RssAnon"), rssFileBytes: kb("RssFile") };
 }
 
 export function memoryReport(): MemoryReport {
@@ -67,13 +95,16 @@ export function memoryReport(): MemoryReport {
   gc?.();
   const usage = process.memoryUsage();
   void getHeapStatistics();
+  const { rssAnonBytes, rssFileBytes } = rssOf("self");
   return {
     rssBytes: usage.rss,
+    rssAnonBytes,
+    rssFileBytes,
     heapUsedBytes: usage.heapUsed,
     heapTotalBytes: usage.heapTotal,
     externalBytes: usage.external,
     arrayBuffersBytes: usage.arrayBuffers,
-    spaces: getHeapSpaceStatistics().map((s) => ({ space: s.space_name, usedBytes: s.space_used_size })),
+    spaces: getHeapSpaceStatistics().map((s) => ({ space: s.space_name, usedBytes: s.space_used_size, committedBytes: s.physical_space_size })),
     gcRan: gc !== undefined,
   };
 }

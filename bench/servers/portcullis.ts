@@ -23,7 +23,7 @@ import { SECRET } from "../../test/support/tokens.ts";
 import type { KonfidenceBenchWorld } from "../konfidence-world.ts";
 import { warmPorts } from "../warm-ports.ts";
 import type { BenchWorld } from "../workload.ts";
-import { announceReady, profileOnSignal, reportMemoryOnSignal, serverArgs } from "./common.ts";
+import { announceReady, freePort, profileOnSignal, reportMemoryOnSignal, serverArgs, withFreePort } from "./common.ts";
 
 /** The memory scenario's cache sizes: every one of 100,000 users stays cached. */
 export const MEMORY_CACHE_ENTRIES = 100_000;
@@ -40,7 +40,7 @@ const upstream = realPorts ? (JSON.parse(readFileSync(args.upstream, "utf8")) as
 const config = configSchema.parse({
   workers: 1,
   logLevel: "info",
-  listen: { grpc: args.address, admin: "127.0.0.1:0", internal: "127.0.0.1:0" },
+  listen: { grpc: await withFreePort(args.address), admin: `127.0.0.1:${await freePort()}`, internal: `127.0.0.1:${await freePort()}` },
   tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }], ...(realPorts ? { cacheMaxEntries: MEMORY_CACHE_ENTRIES } : {}) },
   openfga:
     upstream === undefined
@@ -89,7 +89,7 @@ if (konfidence !== undefined) {
 const server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
 reportMemoryOnSignal(args.memoryFile);
 const profiler = profileOnSignal(args.profileFile);
-announceReady(args.readyFile, { port: server.grpcPort });
+announceReady(args.readyFile, { port: server.grpcPort, adminPort: server.adminPort });
 
 process.on("SIGTERM", () => {
   profiler
