@@ -11,6 +11,8 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean -
 
 FROM node:24-slim
 ENV NODE_ENV=production
+# The shipped environment beside Node's flags (src/cli/node-flags.ts).
+ENV MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY --from=dependencies /app/node_modules ./node_modules
 COPY package.json ./

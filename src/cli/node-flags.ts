@@ -7,11 +7,20 @@
  */
 
 /**
- * `--max-semi-space-size` (MiB): V8's young generation. Node's default lets it grow to 16 MiB per
- * semi-space under a high allocation rate, and each scavenge of a full one pauses the event loop
- * long enough to dominate a check's p99; smaller semi-spaces scavenge more often, each briefly.
+ * `--max-semi-space-size=8` (MiB): V8's young generation. Left to itself, Node sizes it from the
+ * machine's memory (32 MiB semi-spaces on a 24 GiB host, so it differs from machine to machine),
+ * and each scavenge of a full one pauses the event loop long enough to dominate a check's p99 (11.3
+ * vs 4.3 ms at half the no-op's saturation rate, bench/RESULTS.md of 2026-11-29). Smaller is not
+ * better: bench/hot-path.ts (PluginToken, CPU time, 2 runs each) cost 40-41 µs per check with Node's
+ * default, 62-68 with 1 MiB, 47-48 with 2, 42-43 with 4, 35-37 with 8, 40-41 with 16 — with
+ * 1-2 MiB most young objects are still alive at each scavenge and get copied and promoted.
  */
 export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8"];
 
-/** Environment variables shipped beside the flags (none today). */
-export const NODE_ENV: Readonly<Record<string, string>> = {};
+/**
+ * MALLOC_ARENA_MAX=2: glibc gives each thread that allocates (libuv's pool, V8's GC helpers) an
+ * arena of its own and rarely returns their pages; two arenas bound that. The MEMORY helper's fills
+ * (100,000 users): 688 → 582 MB RSS with --max-semi-space-size=1; CPU per check unchanged within
+ * noise in bench/hot-path.ts.
+ */
+export const NODE_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: "2" };
