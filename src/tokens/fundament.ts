@@ -87,12 +87,14 @@ export class TokenVerifier {
   readonly #options: TokenVerifierOptions;
   readonly #now: () => number;
   /**
-   * Verified tokens by the SHA-256 of their exact text (43 characters instead of the token's ~600:
-   * most of an entry's memory, and cheaper to look up than hashing the whole token as a Map key);
-   * an entry never outlives the token's `exp` (nor, for a JWKS-verified token, the key set's
-   * cache age). Failures are never cached.
+   * Verified tokens by the SHA-256 of their exact text, as 32 one-byte characters (Node's "binary",
+   * i.e. latin1: 48 bytes of heap, base64url's 43 characters take 64, the token itself ~600; and
+   * cheaper to look up than hashing the whole token as a Map key); an entry never outlives the
+   * token's `exp` (nor, for a JWKS-verified token, the key set's cache age). Failures are never cached.
    */
   readonly #verified: LRUCache<string, Verified>;
+  /** One copy of each claim string that many cached tokens share (see SharedStrings). */
+  readonly #shared: SharedStrings;
 
   constructor(options: TokenVerifierOptions) {
     const needsSecrets = options.mode !== "asymmetric";
@@ -104,11 +106,13 @@ export class TokenVerifier {
     this.#options = options;
     this.#now = options.now ?? Date.now;
     this.#verified = new LRUCache({ max: options.cacheMaxEntries, ttlAutopurge: false, perf: { now: () => this.#now() } });
+    // A cached token holds at most a few shared strings; twice the entries holds those of a full cache.
+    this.#shared = new SharedStrings(2 * options.cacheMaxEntries);
   }
 
   /** Throws DependencyUnavailable when the JWKS cannot be fetched: a 503, never an allow. */
   async verify(token: string): Promise<VerifyResult> {
-    const key = hash("sha256", token, "base64url");
+    const key = hash("sha256", token, "binary");
     const cached = this.#verified.get(key);
     if (cached !== undefined && cached.claims.exp * 1000 > this.#now()) {
       publishCacheLookup("verified_token", "hit");
@@ -120,7 +124,7 @@ export class TokenVerifier {
     if (alg === undefined) return { ok: false, detail: "no readable alg in the token's header" };
     const payload = await this.#verifySignatureAndTime(token, alg);
     if (typeof payload === "string") return { ok: false, detail: payload };
-    const claims = classify(payload);
+    const claims = classify(payload, this.#shared);
     if (typeof claims === "string") return { ok: false, detail: claims };
     const untilExp = claims.exp * 1000 - this.#now();
     const ttl = alg === "HS256" ? untilExp : Math.min(untilExp, this.#publicKeys!.cacheMaxAgeMs);
@@ -221,7 +225,36 @@ function describe(err: unknown): string {
   return "token rejected";
 }
 
-function classify(payload: JWTPayload): FundamentClaims | string {
+/**
+ * One copy of each string that many tokens carry alike — a plugin token's cluster, installation,
+ * plugin, version and definition hash, a user token's organizations and groups — so that a cached
+ * token holds its own `sub` and shares the rest: 100,000 users of 10,000 installations keep 10,000
+ * copies, not 100,000. Bounded: emptied when full, which costs only sharing (an equal string
+ * decides exactly as the same one does).
+ */
+export class SharedStrings {
+  readonly #strings = new Map<string, string>();
+  readonly #max: number;
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  get size(): number {
+    return this.#strings.size;
+  }
+
+  /** The copy already held of `s`, or `s`, now held. */
+  intern(s: string): string {
+    const held = this.#strings.get(s);
+    if (held !== undefined) return held;
+    if (this.#strings.size >= this.#max) this.#strings.clear();
+    this.#strings.set(s, s);
+    return s;
+  }
+}
+
+function classify(payload: JWTPayload, shared: SharedStrings): FundamentClaims | string {
   // jose checks aud only when asked for one audience; any other JSON here (a number, an object,
   // null) would otherwise throw below and be answered as a 500 instead of a 401.
   const aud: unknown = typeof payload.aud === "string" ? [payload.aud] : payload.aud;
@@ -237,7 +270,7 @@ function classify(payload: JWTPayload): FundamentClaims | string {
     const organizationIds = payload["organization_ids"] ?? [];
     const groups = payload["groups"] ?? [];
     if (!isStringArray(organizationIds) || !isStringArray(groups)) return "organization_ids or groups malformed";
-    return { type: "user", sub: payload.sub, exp, organizationIds, groups };
+    return { type: "user", sub: payload.sub, exp, organizationIds: organizationIds.map((o) => shared.intern(o)), groups: groups.map((g) => shared.intern(g)) };
   }
   const c = payload as Record<string, unknown>;
   if (!isUuid(c["cluster_id"])) return "cluster_id is not a UUID";
@@ -250,12 +283,12 @@ function classify(payload: JWTPayload): FundamentClaims | string {
     type: "plugin",
     sub: payload.sub,
     exp,
-    clusterId: c["cluster_id"],
-    installationId: c["installation_id"],
-    installationName: c["installation_name"],
-    pluginName: c["plugin_name"],
-    pluginVersion: c["plugin_version"],
-    definitionHash: c["definition_hash"],
+    clusterId: shared.intern(c["cluster_id"]),
+    installationId: shared.intern(c["installation_id"]),
+    installationName: shared.intern(c["installation_name"]),
+    pluginName: shared.intern(c["plugin_name"]),
+    pluginVersion: shared.intern(c["plugin_version"]),
+    definitionHash: shared.intern(c["definition_hash"]),
   };
 }
 

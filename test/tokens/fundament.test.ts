@@ -1,7 +1,7 @@
 /** TokenVerifier with frozen time: classification by aud, claim formats, rotation, tolerance, caching. */
 import { describe, expect, it } from "vitest";
-import { TokenVerifier } from "../../src/tokens/fundament.ts";
-import { OLD_SECRET, pluginClaims, SECRET, sign, userClaims } from "../support/tokens.ts";
+import { SharedStrings, TokenVerifier } from "../../src/tokens/fundament.ts";
+import { ids, OLD_SECRET, pluginClaims, SECRET, sign, userClaims } from "../support/tokens.ts";
 
 const NOW = 1_900_000_000_000;
 const nowS = NOW / 1000;
@@ -73,10 +73,44 @@ describe("TokenVerifier", () => {
     expect((await v.verify(token)).ok).toBe(false);
   });
 
+  it("keeps each cached token's own claims when tokens share an installation, organizations and groups", async () => {
+    const v = verifier();
+    const tokens = [
+      { sub: ids.user, claims: pluginClaims({ sub: ids.user }) },
+      { sub: ids.otherUser, claims: pluginClaims({ sub: ids.otherUser }) },
+      { sub: ids.user, claims: userClaims({ sub: ids.user, organization_ids: ["o-1", "o-2"], groups: ["g-1"] }) },
+      { sub: ids.otherUser, claims: userClaims({ sub: ids.otherUser, organization_ids: ["o-2", "o-1"], groups: [] }) },
+    ];
+    const signed = await Promise.all(tokens.map((t) => sign(t.claims, at)));
+    // Twice: the first pass verifies and caches, the second is answered from the cache.
+    for (let pass = 0; pass < 2; pass++) {
+      for (const [i, token] of signed.entries()) {
+        const result = await v.verify(token);
+        if (!result.ok || result.claims.type === "other-audience") throw new Error(`token ${i} did not verify`);
+        expect(result.claims.sub).toBe(tokens[i]!.sub);
+        if (result.claims.type === "plugin") expect(result.claims.installationId).toBe(ids.installation);
+        else expect([result.claims.organizationIds, result.claims.groups]).toEqual([tokens[i]!.claims["organization_ids"], tokens[i]!.claims["groups"]]);
+      }
+    }
+  });
+
   it("never says why with the token in it", async () => {
     const token = await sign(userClaims(), { exp: nowS - 3600, iat: nowS - 7200 });
     const result = await verifier().verify(token);
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.detail).not.toContain(token.split(".")[2]!);
+  });
+});
+
+describe("SharedStrings", () => {
+  it.each([
+    { name: "repeats held once", max: 10, strings: ["a", "b", "a", "a", "b"], size: 2 },
+    { name: "distinct strings up to the bound", max: 3, strings: ["a", "b", "c"], size: 3 },
+    { name: "emptied when full, then holds the newcomer", max: 3, strings: ["a", "b", "c", "d"], size: 1 },
+    { name: "a held string is found even when the pool is full", max: 2, strings: ["a", "b", "a", "b"], size: 2 },
+  ])("$name", ({ max, strings, size }) => {
+    const shared = new SharedStrings(max);
+    for (const s of strings) expect(shared.intern(s)).toBe(s);
+    expect(shared.size).toBe(size);
   });
 });
