@@ -38,6 +38,10 @@ describe("the shipped Node flags", () => {
     expect(entrypoint).not.toBeNull();
     expect(JSON.parse(entrypoint![1]!)).toEqual(["node", ...NODE_FLAGS, "src/cli/main.ts"]);
     for (const [k, v] of Object.entries(NODE_ENV)) expect(dockerfile).toMatch(new RegExp(`^ENV ${k}=${v}$`, "m"));
+    // docs/deployment.md quotes the ENTRYPOINT and the ENV as the image has them.
+    const doc = read("docs/deployment.md");
+    expect(doc).toContain(`\`ENTRYPOINT ${JSON.stringify(["node", ...NODE_FLAGS, "src/cli/main.ts"]).replaceAll(",", ", ")}\``);
+    for (const [k, v] of Object.entries(NODE_ENV)) expect(doc).toContain(`\`ENV ${k}=${v}\``);
   });
 
   it("the Deployment keeps the image's ENTRYPOINT (no command of its own) and sets the shipped environment", () => {
