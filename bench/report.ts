@@ -280,9 +280,17 @@ function targets(r: Results): string[] {
       `${(m.idleAfterGc.rssBytes / 1e6).toFixed(0)} MB after a full GC (${(m.rssIdleBytes / 1e6).toFixed(0)} MB before it)`,
     );
   }
+  const short = r.processes.filter((p) => p.reference.rps < 0.97 * Number(refRps));
   return [
     "## Targets",
     "",
+    ...(short.length === 0
+      ? []
+      : [
+          `> **${short.length} of ${r.processes.length} server processes did not sustain the reference rate** (achieved below 97% of ${refRps}/s: ${short.map((p) => `${p.id} ${p.reference.rps.toFixed(0)}/s`).join(", ")}):`,
+          "> the machine was too busy for the capacity figures to be taken at the same load. Rerun on a quiet machine.",
+          "",
+        ]),
     `Capacity targets are judged on CPU per check at one fixed offered rate, ${refRps} checks/s (\`--rps ${refRps}\`, ${r.settings["rateConcurrency"]} in flight), below every`,
     "server's capacity, each scenario's process against the no-op processes run just before and after it (see \"Why the",
     "figures moved between machines\" below). Measured throughput at saturation is given too and labelled as such.",

@@ -256,13 +256,13 @@ async function runAll(): Promise<Results> {
   const hotPath: Array<{ scenario: string; cpuUsPerCheck: number; checks: number }> = [];
   if (only.has("hot-path")) {
     for (const scenario of ["noop", "plugin-assets", "plugin-token", "user-token"]) {
-      const cmd = ["-c", SERVER_CORE, node, join(BENCH, "hot-path.ts"), "--scenario", scenario, "--checks", String(quick ? 100_000 : 300_000), "--json"];
-      const r = spawnSync("taskset", cmd, { encoding: "utf8", timeout: 300_000 });
+      const cmd = ["-c", SERVER_CORE, node, ...NODE_FLAGS, join(BENCH, "hot-path.ts"), "--scenario", scenario, "--checks", String(quick ? 100_000 : 300_000), "--json"];
+      const r = spawnSync("taskset", cmd, { encoding: "utf8", timeout: 300_000, env: { ...process.env, ...NODE_ENV } });
       if (r.status !== 0) throw new Error(`bench/hot-path.ts failed: ${r.stderr}`);
       hotPath.push(JSON.parse(r.stdout.trim().split("\n").pop()!) as (typeof hotPath)[number]);
       log(`hot path ${scenario}: ${hotPath.at(-1)!.cpuUsPerCheck.toFixed(2)} µs CPU per check`);
     }
-    commands.push(`# portcullis's own work per check, no gRPC (also noop, plugin-assets, user-token):\ntaskset -c ${SERVER_CORE} node bench/hot-path.ts --scenario plugin-token --checks ${quick ? 100_000 : 300_000}`);
+    commands.push(`# portcullis's own work per check, no gRPC (also noop, plugin-assets, user-token):\n${envPrefix(NODE_ENV)}taskset -c ${SERVER_CORE} node ${NODE_FLAGS.join(" ")} bench/hot-path.ts --scenario plugin-token --checks ${quick ? 100_000 : 300_000}`);
   }
 
   let profile: Results["profile"];
@@ -272,9 +272,9 @@ async function runAll(): Promise<Results> {
   if (only.has("cold")) {
     log("cold: starting the real kube-apiserver and OpenFGA (startFundamentWorld)");
     const out = join(workDir, "cold.json");
-    const cmd = [node, join(BENCH, "cold.ts"), "--out", out, "--samples", String(settings.coldSamples)];
-    commands.push(`# cold paths:\n${cmd.join(" ").replace(out, "OUT.json")}`);
-    const r = spawnSync(cmd[0]!, cmd.slice(1), { stdio: ["ignore", "inherit", "inherit"], timeout: 600_000 });
+    const cmd = [node, ...NODE_FLAGS, join(BENCH, "cold.ts"), "--out", out, "--samples", String(settings.coldSamples)];
+    commands.push(`# cold paths:\n${envPrefix(NODE_ENV)}${cmd.join(" ").replace(out, "OUT.json")}`);
+    const r = spawnSync(cmd[0]!, cmd.slice(1), { stdio: ["ignore", "inherit", "inherit"], timeout: 600_000, env: { ...process.env, ...NODE_ENV } });
     if (r.status !== 0) throw new Error(`bench/cold.ts failed (${r.status ?? r.signal})`);
     cold = JSON.parse(readFileSync(out, "utf8")) as ColdResult;
     log(`cold: first check ${cold.samples.map((x) => x.checkMs.toFixed(1)).join(", ")} ms; 100 concurrent → ${JSON.stringify(cold.concurrent.upstreamCalls)}`);
@@ -298,9 +298,9 @@ async function runAll(): Promise<Results> {
       `taskset -c ${LOAD_CORE} node bench/servers/upstream-fakes.ts --ready-file U --world $WORK/world-memory.json`,
       `${envPrefix(NODE_ENV)}taskset -c ${SERVER_CORE} node ${NODE_FLAGS.join(" ")} --expose-gc bench/servers/portcullis.ts --ready-file F --world $WORK/world-memory.json --scenario real-ports --upstream U --memory-file M`,
     );
-    const modules = spawnSync(node, ["--expose-gc", join(BENCH, "module-memory.ts")], { encoding: "utf8", timeout: 60_000 });
+    const modules = spawnSync(node, [...NODE_FLAGS, "--expose-gc", join(BENCH, "module-memory.ts")], { encoding: "utf8", timeout: 60_000, env: { ...process.env, ...NODE_ENV } });
     if (modules.status === 0) moduleMemory = JSON.parse(modules.stdout) as ModuleStep[];
-    commands.push("# memory before any data:\nnode --expose-gc bench/module-memory.ts");
+    commands.push(`# memory before any data:\n${envPrefix(NODE_ENV)}node ${NODE_FLAGS.join(" ")} --expose-gc bench/module-memory.ts`);
     log(`memory: RSS ${(memory.rssFilledBytes / 2 ** 20).toFixed(1)} MiB after ${memory.allowed} allowed checks`);
   }
 
