@@ -242,6 +242,10 @@ async function onLocalStack(file: string): Promise<{ path: string; changed: stri
     config["revocations"] = { kubeconfig: api.kubeconfigPath };
     changed.push("revocations");
   }
+  if (config["clusterRegistry"] !== undefined) {
+    config["clusterRegistry"] = { ...config["clusterRegistry"], kubeconfig: api.kubeconfigPath };
+    changed.push("clusterRegistry.kubeconfig");
+  }
   // Stops at once on SIGTERM; the drain itself is tested elsewhere (test/hardening/shutdown.test.ts).
   config["shutdown"] = { drainMs: 0 };
   changed.push("shutdown.drainMs");
