@@ -22,6 +22,7 @@ import { connectPorts, type Ports } from "../../src/server/app.ts";
 import { processReadiness } from "../../src/server/readiness.ts";
 import { applyManifests, type KubeApiserver, rawRequest, startKubeApiserver } from "../harness/index.ts";
 import { CRD_FILES } from "../e2e/fundament-world.ts";
+import { TestPki } from "../support/certificates.ts";
 import { testConfig } from "../support/server.ts";
 import { until } from "../support/wire-fakes/wired.ts";
 
@@ -40,9 +41,13 @@ let installationUid: string;
 /** A second credential for the target cluster: a cluster-admin ServiceAccount's token. */
 let rotatedToken: string;
 const logLines: string[] = [];
+/** Client certificates the target cluster accepts (--client-ca-file). */
+const pki = new TestPki();
+pki.ca("target-clients");
+const clientCertificate = pki.leaf("portcullis-by-certificate", "target-clients", "client");
 
 beforeAll(async () => {
-  [management, target] = await Promise.all([startKubeApiserver(), startKubeApiserver()]);
+  [management, target] = await Promise.all([startKubeApiserver(), startKubeApiserver({ extraArgs: [`--client-ca-file=${pki.path("target-clients.crt")}`] })]);
   await applyManifests(target, CRD_FILES);
   expect((await rawRequest(management, "POST", "/api/v1/namespaces", { metadata: { name: NAMESPACE } })).status).toBe(201);
   const created = await rawRequest(target, "POST", "/apis/plugins.fundament.io/v1/plugininstallations", {
@@ -69,11 +74,12 @@ beforeAll(async () => {
 afterAll(async () => {
   await ports?.stop();
   await Promise.all([management?.stop(), target?.stop()]);
+  pki.remove();
 });
 
-/** A cluster Secret for the target cluster, under `clusterId`. */
-function clusterSecret(name: string, clusterId: string, token: string, extra: Record<string, string> = {}, labelled = true) {
-  const data = { clusterId, server: target.url, "ca.crt": target.caPem, token, ...extra };
+/** A cluster Secret for the target cluster, under `clusterId`, with a token (or, with `token` undefined, only `extra`'s credential). */
+function clusterSecret(name: string, clusterId: string, token: string | undefined, extra: Record<string, string> = {}, labelled = true) {
+  const data = { clusterId, server: target.url, "ca.crt": target.caPem, ...(token === undefined ? {} : { token }), ...extra };
   return {
     apiVersion: "v1",
     kind: "Secret",
@@ -122,10 +128,24 @@ describe("the cluster registry against real kube-apiservers", () => {
   it("registers a cluster from its Secret: its installation watch syncs through the Secret's credential", async () => {
     await apply(clusterSecret("cluster-a", A, target.adminToken));
     await apply(clusterSecret("cluster-b", B, target.adminToken));
-    await until(() => lookup(A) === "found" && lookup(B) === "found", 15_000, "clusters a and b to serve their installation");
+    const ms = await until(() => lookup(A) === "found" && lookup(B) === "found", 15_000, "clusters a and b to serve their installation");
+    console.log(`two clusters registered and their installation indexes synced ${ms.toFixed(0)} ms after their Secrets were applied`);
     expect(clusters().sourceOf(A)).toBe("registry");
     expect(ports.fleet?.()).toEqual({ registered: { static: 1, registry: 2 }, registrySynced: true });
     expect(await metricsText()).toContain('portcullis_registered_clusters{source="registry"} 2');
+  }, 30_000);
+
+  it("a client certificate is a credential too: the watch syncs through it", async () => {
+    const byCertificate = randomUUID();
+    await rawRequest(target, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+      metadata: { name: "registry-test-certificate" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+      subjects: [{ kind: "User", name: "portcullis-by-certificate", apiGroup: "rbac.authorization.k8s.io" }],
+    });
+    await apply(clusterSecret("cluster-by-certificate", byCertificate, undefined, { "tls.crt": clientCertificate.cert.toString(), "tls.key": clientCertificate.key.toString() }));
+    await until(() => lookup(byCertificate) === "found", 15_000, "the cluster reached with a client certificate to serve its installation");
+    await rawRequest(management, "DELETE", `/api/v1/namespaces/${NAMESPACE}/secrets/cluster-by-certificate`, undefined);
+    await until(() => !ports.clusters.has(byCertificate), 10_000, "the cluster to be removed with its Secret");
   }, 30_000);
 
   it("a rotated credential rebuilds that cluster alone: tokens asked afresh, the other cluster answering throughout", async () => {
@@ -149,7 +169,9 @@ describe("the cluster registry against real kube-apiservers", () => {
     // The token cached under the old credential was dropped: a new TokenRequest was made.
     expect(await ports.serviceAccountTokens.token(A, "registry-test", "portcullis")).not.toBe(before);
     const text = await metricsText();
-    expect(text).toContain('portcullis_cluster_registry_events_total{event="added"} 2');
+    // a, b and the certificate's cluster (removed since) were added; a changed once.
+    expect(text).toContain('portcullis_cluster_registry_events_total{event="added"} 3');
+    expect(text).toContain('portcullis_cluster_registry_events_total{event="removed"} 1');
     expect(text).toContain('portcullis_cluster_registry_events_total{event="changed"} 1');
     expect(text).toContain("portcullis_cluster_registry_synced 1");
   }, 30_000);
