@@ -5,7 +5,9 @@
  * runs (one every 25 ms, every answer recorded), cluster B is registered by creating its Secret,
  * served, has its credential rotated (the old one then revoked, so only the new one can work), and
  * is removed; A answers every check allowed and /readyz stays 200 throughout. Secrets that are not
- * valid registrations register nothing and break nothing.
+ * valid registrations register nothing and break nothing (nor take the static cluster's id, nor a
+ * registered one's). A cluster registered with an API server that accepts connections and never
+ * answers gets 503s within the check's deadline, beside an undisturbed A.
  *
  * One kube-apiserver plays every part: it is the management cluster holding the registry's Secrets,
  * static cluster A (the admin kubeconfig) and registered cluster B (a Secret naming the same API
