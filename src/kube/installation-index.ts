@@ -151,12 +151,13 @@ export class InstallationIndex implements InstallationLookup {
    * when a replica starts must not keep it out of service for every other cluster — as replicas are
    * replaced, that would empty the fleet — while that cluster's checks answer 503 on every replica
    * alike. With one cluster, or none synced, the replica stays not ready until one syncs. Clusters
-   * registered while serving take no part.
+   * registered while serving are never waited for, but one of them synced counts as a cluster served.
    */
   get ready(): boolean {
-    const gating = [...this.#clusters.values()].filter((index) => index.gatesReadiness);
+    const all = [...this.#clusters.values()];
+    const gating = all.filter((index) => index.gatesReadiness);
     if (gating.length === 0) return true;
-    return gating.every((index) => index.watch.hasSynced || index.attempted) && gating.some((index) => index.watch.hasSynced);
+    return gating.every((index) => index.watch.hasSynced || index.attempted) && all.some((index) => index.watch.hasSynced);
   }
 
   /** Installations per cluster, for metrics and /readyz?verbose. */
