@@ -331,8 +331,7 @@ export class ClusterRegistry {
 
   #apply(fleet: ClusterFleet, changes: FleetChange[]): void {
     for (const change of changes) {
-      publishClusterRegistryEvent(change.event);
-      // Never crash the watch over one cluster: a failure to build it is logged and the cluster left out.
+      // Never crash the watch over one cluster: a failure to build it is logged, counted as invalid, and the cluster left out.
       try {
         switch (change.event) {
           case "added":
@@ -350,7 +349,9 @@ export class ClusterRegistry {
           default:
             change satisfies never;
         }
+        publishClusterRegistryEvent(change.event);
       } catch (err) {
+        publishClusterRegistryEvent("invalid");
         this.#logger.error({ secret: change.secret, err: { message: (err as Error).message } }, "cluster registration failed");
       }
     }
