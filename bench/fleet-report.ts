@@ -119,39 +119,51 @@ export function fleetSection(r: FleetResult): string {
   w(
     "### Replicas behind one load generator",
     "",
-    "Each replica is its own process with its own caches and its own watches (as pods are), all pinned to core 1 together: this machine has one",
-    "core for servers, so combined throughput cannot grow here — what the rows show is the cost of more replicas: CPU per check, memory, and the",
-    "calls to OpenFGA and the API servers. With a core per replica, capacity is replicas × 1,000,000 ÷ (CPU µs per check).",
-    "One ghz per replica, all on core 0 (in-flight requests split evenly). Calls are counted at the fakes while fresh replicas warm up:",
-    `- **spread**: every replica is sent the whole request set — what a round-robin or least-request balancer does once each key has been`,
-    "  asked a few times within a cache TTL;",
-    "- **hashed by cluster**: each cluster's requests go to one replica only (a fresh request set, so the caches are cold again) — what a",
-    "  balancer hashing on the cluster id would do.",
+    `Each replica is its own process with its own caches and its own watches (as pods are), serving ${n0(r.replicaClusters)} registered clusters (fewer than`,
+    `${N}: calls per unique key do not depend on it, and several replicas starting ${N} clusters each on one shared core would take minutes), all`,
+    "pinned to core 1 together. This machine has one core for servers, so combined throughput cannot grow here: what the rows show is the cost of",
+    "more replicas — CPU per check, memory, calls to OpenFGA and the API servers. With a core per replica, capacity is replicas × 1,000,000 ÷ CPU µs per check.",
+    "Calls are counted at the fakes while fresh replicas answer a cold pass of the request set (every answer read and allowed):",
+    "- **spread**: every replica is asked every request once — what a round-robin or least-request balancer does once each key has been asked",
+    "  a few times within a cache TTL (the upper bound);",
+    "- **hashed by cluster**: each request to one replica, chosen by a hash of its cluster id (a fresh request set, so the caches are cold",
+    "  again) — what a balancer hashing on the cluster would do.",
+    "Then one ghz per replica, all on core 0, in-flight requests split evenly between them, the whole (warm) set to each.",
     "",
-    "| replicas | start, all synced, s | checks/s combined | CPU µs/check | cores used | RSS, all replicas MiB | OpenFGA calls per (user, cluster) | SubjectAccessReviews per (cluster, user, request) | TokenRequests per (cluster, ServiceAccount) | the same three, hashed by cluster |",
-    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    `| 1 | ${f2(fleet.syncMs / 1000)} | ${n0(r.warm.fleet.rps)} | ${f1(r.warm.fleet.cpuUsPerRequest)} | ${f2(r.warm.fleet.cpuCores)} | ${f1(r.warm.fleet.rssBytes / MiB)} | ${f2(base.openfga)} | ${f2(base.sar)} | ${f2(base.tokenRequest)} | (one replica: the same) |`,
+    "| replicas | start, all synced, s | checks/s combined | CPU µs/check | cores used | p99 ms (worst replica) | RSS, all replicas MiB | OpenFGA calls per (user, cluster) | SubjectAccessReviews per (cluster, user, request) | TokenRequests per (cluster, ServiceAccount) | hashed by cluster: the same three |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
   );
   for (const run of r.replicaRuns) {
     const s = perKey(run.spread);
     const h = perKey(run.hashed);
     w(
-      `| ${run.replicas} | ${f2(run.startMs / 1000)} | ${n0(run.saturation.rps)} | ${f1(run.saturation.cpuUsPerCheck)} | ${f2(run.saturation.cpuCores)} | ${f1(run.rssBytes.reduce((a, b) => a + b, 0) / MiB)} | ${f2(s.openfga)} | ${f2(s.sar)} | ${f2(s.tokenRequest)} | ${f2(h.openfga)}, ${f2(h.sar)}, ${f2(h.tokenRequest)} |`,
+      `| ${run.replicas} | ${f2(run.startMs / 1000)} | ${n0(run.saturation.rps)} | ${f1(run.saturation.cpuUsPerCheck)} | ${f2(run.saturation.cpuCores)} | ${f2(run.saturation.p99Ms)} | ${f1(run.rssBytes.reduce((a, b) => a + b, 0) / MiB)} | ${f2(s.openfga)} | ${f2(s.sar)} | ${f2(s.tokenRequest)} | ${f2(h.openfga)}, ${f2(h.sar)}, ${f2(h.tokenRequest)} |`,
     );
   }
-  const unique = r.oneReplica.unique;
   w(
     "",
-    `Unique keys per set: ${n0(unique.openfga)} (user, cluster), ${n0(unique.subjectAccessReviews)} (cluster, user, request), ${n0(unique.tokenRequests)} (cluster, ServiceAccount).`,
+    `The ${N}-cluster replica's own cold pass (the warm-path phase) made ${f2(base.openfga)} OpenFGA calls, ${f2(base.sar)} SubjectAccessReviews and ${f2(base.tokenRequest)} TokenRequests per unique key.`,
+  );
+  const unique = r.replicaRuns[0]?.spread.unique ?? r.oneReplica.unique;
+  w(
+    `Unique keys per request set: ${n0(unique.openfga)} (user, cluster), ${n0(unique.subjectAccessReviews)} (cluster, user, request), ${n0(unique.tokenRequests)} (cluster, ServiceAccount).`,
     "",
     "**The cost.** Caches are per replica, so N replicas make up to N× the cold calls of one: each replica asks OpenFGA once per (user, cluster) per",
     "TTL (5 s allowed, 2 s denied by default), the API server once per (cluster, user, request) per TTL (5 s / 2 s), and once per (cluster,",
     "ServiceAccount) per 80% of a token's lifetime (48 min by default) for TokenRequest. So the bound is N × keys ÷ TTL per second, whatever the request",
     "rate: 4 replicas serving 10,000 active users on 1,000 clusters cost at most 4× what one would, i.e. at most 4 SubjectAccessReviews per active",
     "(user, request) per 5 s on that user's cluster. Within a replica, concurrent misses for one key share one call (lru-cache fetch), so a burst",
-    "adds nothing. What removes the multiplier is sending each cluster's checks to one replica: the hashed column above. A balancer can only do",
-    "that for ext_authz calls if it hashes on something the Check carries — Envoy's route-level `hash_policy` does not apply to the ext_authz",
-    "filter's gRPC call; see the proposal in the findings.",
+    "adds nothing. What removes the multiplier is sending each cluster's (or each user's) checks to one replica: the hashed column.",
+    "",
+    "**What could bound it in Envoy (a proposal, not measured here; deploy/envoy is unchanged).** The shipped `portcullis` cluster balances",
+    "round-robin over the headless Service's endpoints. A route's `hash_policy` does not help: it steers the router's upstream request, not",
+    "the ext_authz filter's gRPC call to portcullis. Envoy 1.37 adds a cluster-level `hash_policy` to `HttpProtocolOptions` (envoyproxy/envoy#41928,",
+    "written for ext_authz and rate-limit services) — with `lb_policy: RING_HASH` or `MAGLEV` on the `portcullis` cluster it would pin each key to",
+    "a replica while the endpoint set is stable. Hashing on `authorization` pins each user (OpenFGA and SubjectAccessReview calls back to 1× per",
+    "key; TokenRequests stay up to N× per (cluster, ServiceAccount), which are few and long-lived); hashing on the cluster id pins everything",
+    "to 1× but needs the id in a header before ext_authz runs (the kube-api-proxy routes carry it only inside `:path`) and puts a busy",
+    "cluster on one replica. Which request headers the cluster-level hash sees for an ext_authz call must be checked on the deployed Envoy",
+    "version before relying on it. Without it, the cost above is bounded by the TTLs and is what a fleet pays.",
     "",
   );
   return out.join("\n");

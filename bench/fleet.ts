@@ -47,7 +47,14 @@ export interface FleetOptions {
   readonly clusters?: number;
   /** Replica counts besides 1 (2 and 4). */
   readonly replicas?: readonly number[];
+  /**
+   * Clusters each replica serves in the replica phase (100): calls per unique key do not depend on
+   * it, and 4 replicas starting 1,000 clusters each on one shared core would take minutes.
+   */
+  readonly replicaClusters?: number;
   readonly log?: (message: string) => void;
+  /** Write each portcullis's log lines to <name>.out in the work directory (diagnosis; the figures are taken with them off). */
+  readonly keepLogs?: boolean;
 }
 
 /** Calls the fakes counted over a phase, and the unique keys the load held. */
@@ -65,6 +72,8 @@ export interface ProcessMemory {
   readonly afterGc: MemoryReport;
   /** CPU cores used while idle (watches open, bookmarks arriving, no checks). */
   readonly idleCores: number;
+  /** PluginInstallation lists the fake answered while the process started: one per cluster, more when lists timed out and were retried. */
+  readonly installationLists: number;
 }
 
 export interface ReplicaRun {
@@ -87,6 +96,8 @@ export interface FleetResult {
   /** How clusters were registered: Secrets watched by the live registry, or the static `clusters:` list. */
   readonly registration: "secrets" | "static";
   readonly clusters: number;
+  /** Clusters each replica served in the replica phase. */
+  readonly replicaClusters: number;
   readonly installationsPerCluster: number;
   readonly requestsPerSet: number;
   readonly loadAverage: { readonly start: string; readonly end: string };
@@ -118,7 +129,7 @@ const PATHS = [
 
 /** Whether this tree's configuration has the live cluster registry. */
 export function hasClusterRegistry(): boolean {
-  return configSchema.safeParse({ clusterRegistry: { namespace: "fleet" } }).success;
+  return "clusterRegistry" in configSchema.shape;
 }
 
 export const fleetClusterId = (k: number) => benchUuid(6, k);
@@ -205,7 +216,8 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
   const log = options.log ?? ((m: string) => process.stderr.write(`[fleet ${new Date().toISOString().slice(11, 19)}] ${m}\n`));
   const quick = options.quick;
   const clusterCount = options.clusters ?? 1_000;
-  const replicaCounts = options.replicas ?? [2, 4];
+  const replicaCounts = [1, ...(options.replicas ?? [2, 4])];
+  const replicaClusters = Math.min(clusterCount, options.replicaClusters ?? 100);
   const settings = {
     requestsPerSet: 1_000,
     concurrency: 64,
@@ -243,10 +255,10 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
   try {
     const fleetIds = Array.from({ length: clusterCount }, (_, k) => fleetClusterId(k));
     const oneId = fleetIds[0]!;
-    const ONE_NAMESPACE = "fleet-one";
+    const namespaces = { one: "fleet-one", fleet: info.namespace, replicas: "fleet-replicas" } as const;
+    const idsOf = { one: [oneId], fleet: fleetIds, replicas: fleetIds.slice(0, replicaClusters) } as const;
     if (registration === "secrets") {
-      await control("POST", "/clusters", { namespace: ONE_NAMESPACE, register: [oneId] });
-      await control("POST", "/clusters", { register: fleetIds });
+      for (const k of ["one", "fleet", "replicas"] as const) await control("POST", "/clusters", { namespace: namespaces[k], register: idsOf[k] });
     } else {
       await control("POST", "/tokens", fleetIds);
     }
@@ -256,43 +268,46 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
     const n = settings.requestsPerSet;
     const setOne = await requestSet({ from: 0, count: n }, () => oneId, (j) => j % HALF, info.installations);
     const setFleet = await requestSet({ from: 0, count: n }, (j) => fleetIds[j % clusterCount]!, (j) => j % HALF, info.installations);
-    const setHashed = await requestSet({ from: n, count: n }, (j) => fleetIds[j % clusterCount]!, (j) => HALF + (j % HALF), info.installations);
+    const setReplicas = await requestSet({ from: 0, count: n }, (j) => fleetIds[j % replicaClusters]!, (j) => j % HALF, info.installations);
+    const setHashed = await requestSet({ from: n, count: n }, (j) => fleetIds[j % replicaClusters]!, (j) => HALF + (j % HALF), info.installations);
     const dataFile = (name: string, requests: readonly FleetRequest[]) => {
       const file = join(dir, `${name}.json`);
       writeDataFile(file, requests.map((r) => r.message));
       return file;
     };
-    const files = { one: dataFile("one", setOne), fleet: dataFile("fleet", setFleet) };
+    const files = { one: dataFile("one", setOne), fleet: dataFile("fleet", setFleet), replicas: dataFile("replicas", setReplicas) };
 
     // The loader wants real ports (not 0): fresh ones per process.
-    const configFile = async (name: string, clusters: "one" | "fleet") => {
+    type Fleet = keyof typeof namespaces;
+    const configFile = async (name: string, clusters: Fleet) => {
       const file = join(dir, `${name}.yaml`);
-      const ids = clusters === "one" ? [oneId] : fleetIds;
       const registry =
         registration === "secrets"
-          ? { clusterRegistry: { namespace: clusters === "one" ? ONE_NAMESPACE : info.namespace, kubeconfig: info.managementKubeconfig } }
-          : { clusters: ids.map((id) => ({ id, kubeconfig: kubeconfigFor(dir, id, info) })) };
+          ? { clusterRegistry: { namespace: namespaces[clusters], kubeconfig: info.managementKubeconfig } }
+          : { clusters: idsOf[clusters].map((id) => ({ id, kubeconfig: kubeconfigFor(dir, id, info) })) };
       const config = {
         workers: 1,
         logLevel: "info",
         listen: { grpc: `127.0.0.1:${await freePort()}`, admin: `127.0.0.1:${await freePort()}`, internal: `127.0.0.1:${await freePort()}` },
         shutdown: { drainMs: 0 },
-        check: { timeoutMs: 5_000 },
+        // Deadlines far above a fake's answer: the cold pass counts calls, and on a loaded machine a
+        // timed-out call would be a 503 and a second call, not a figure about the fleet.
+        check: { timeoutMs: 10_000 },
         tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }] },
         // TTLs longer than the run: each key is fetched once per replica, so calls count keys.
-        openfga: { apiUrl: info.openfgaUrl, storeId: info.storeId, timeoutMs: 2_000, allowTtlMs: HOUR_MS },
-        kube: { sar: { timeoutMs: 2_000, allowTtlMs: HOUR_MS }, tokenRequest: { timeoutMs: 2_000 } },
+        openfga: { apiUrl: info.openfgaUrl, storeId: info.storeId, timeoutMs: 8_000, allowTtlMs: HOUR_MS },
+        kube: { sar: { timeoutMs: 8_000, allowTtlMs: HOUR_MS }, tokenRequest: { timeoutMs: 8_000 } },
         ...registry,
       };
       writeFileSync(file, JSON.stringify(config, null, 2));
       return file;
     };
-    const startPortcullis = async (name: string, clusters: "one" | "fleet", expect: number): Promise<ServerProcess> => {
+    const startPortcullis = async (name: string, clusters: Fleet, expect: number): Promise<ServerProcess> => {
       const config = await configFile(name, clusters);
       const server = await startProcess({
         name,
         core: options.serverCore,
-        command: [node, "--expose-gc", join(import.meta.dirname, "servers/fleet-portcullis.ts"), "--config", config, "--ready-file", "{READY}", "--memory-file", join(dir, `${name}.memory.json`), "--expect-clusters", String(expect)],
+        command: [node, "--expose-gc", join(import.meta.dirname, "servers/fleet-portcullis.ts"), "--config", config, "--ready-file", "{READY}", "--memory-file", join(dir, `${name}.memory.json`), "--expect-clusters", String(expect), ...(options.keepLogs === true ? ["--log-file", join(dir, `${name}.out`)] : [])],
         env: { PORTCULLIS_BENCH_SECRET: SECRET },
         workDir: dir,
         timeoutMs: 300_000,
@@ -369,15 +384,15 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
     log(`fleet: no-op ${best(noopRuns).rps.toFixed(0)} checks/s, ${best(noopRuns).cpuUsPerRequest.toFixed(1)} µs CPU/check`);
 
     // 2. One cluster, then the whole fleet: memory idle after GC, then warm-path throughput.
-    const measureProcess = async (name: string, config: "one" | "fleet", expect: number, requests: readonly FleetRequest[], file: string) => {
+    const measureProcess = async (name: string, config: Fleet, expect: number, requests: readonly FleetRequest[], file: string) => {
       const server = await startPortcullis(name, config, expect);
       await sleep(1_000);
       const rssIdleBytes = rssBytes(server.pid);
       const afterGc = await memoryOf(server);
       const idle = await idleCores(server.pid);
-      const memory: ProcessMemory = { clusters: expect, syncMs: server.info["syncMs"] as number, rssIdleBytes, afterGc, idleCores: idle };
-      log(`fleet: ${name}: ${expect} clusters synced in ${(memory.syncMs / 1000).toFixed(1)} s; RSS ${(afterGc.rssBytes / 2 ** 20).toFixed(1)} MiB, heap ${(afterGc.heapUsedBytes / 2 ** 20).toFixed(1)} MiB after GC; idle ${idle.toFixed(3)} cores`);
       const c = await counts();
+      const memory: ProcessMemory = { clusters: expect, syncMs: server.info["syncMs"] as number, rssIdleBytes, afterGc, idleCores: idle, installationLists: c.installationLists };
+      log(`fleet: ${name}: ${expect} clusters synced in ${(memory.syncMs / 1000).toFixed(1)} s; RSS ${(afterGc.rssBytes / 2 ** 20).toFixed(1)} MiB, heap ${(afterGc.heapUsedBytes / 2 ** 20).toFixed(1)} MiB after GC; idle ${idle.toFixed(3)} cores`);
       const watches = { openWatches: c.openWatches, watchedClusters: c.watchedClusters, socketsToClusters: socketsTo(server.pid, info.memberPort), registryWatches: c.registryWatches };
       const calls: CallCounts = { counts: await coldPass([server], requests, () => [0]), unique: uniqueKeys(requests) };
       await load(server, file, settings.warmupSeconds);
@@ -427,15 +442,15 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
     const replicaRuns: ReplicaRun[] = [];
     for (const replicas of replicaCounts) {
       const t0 = performance.now();
-      const servers = await Promise.all(Array.from({ length: replicas }, (_, r) => startPortcullis(`fleet-r${replicas}-${r}`, "fleet", clusterCount)));
+      const servers = await Promise.all(Array.from({ length: replicas }, (_, r) => startPortcullis(`fleet-r${replicas}-${r}`, "replicas", replicaClusters)));
       const startMs = performance.now() - t0;
       const sockets = servers.map((s) => socketsTo(s.pid, info.memberPort));
       const every = servers.map((_, r) => r);
-      const spread: CallCounts = { counts: await coldPass(servers, setFleet, () => every), unique: uniqueKeys(setFleet) };
+      const spread: CallCounts = { counts: await coldPass(servers, setReplicas, () => every), unique: uniqueKeys(setReplicas) };
       const hashed: CallCounts = { counts: await coldPass(servers, setHashed, (q) => [replicaForCluster(q.cluster, replicas)]), unique: uniqueKeys(setHashed) };
       // Saturation: one ghz per replica, in-flight requests split between them, the whole (now warm) set to each.
       const perReplica = (seconds: number) =>
-        Promise.all(servers.map((s) => load(s, files.fleet, seconds, Math.max(8, Math.round(settings.concurrency / replicas)), 1)));
+        Promise.all(servers.map((s) => load(s, files.replicas, seconds, Math.max(8, Math.round(settings.concurrency / replicas)), 1)));
       await perReplica(settings.warmupSeconds);
       const runs = await perReplica(settings.saturationSeconds);
       const total = runs.reduce((s, r) => s + r.count, 0);
@@ -460,6 +475,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
       mode: quick ? "quick" : "full",
       registration,
       clusters: clusterCount,
+      replicaClusters,
       installationsPerCluster: INSTALLATIONS,
       requestsPerSet: n,
       loadAverage: { start: loadStart, end: loadavg().map((l) => l.toFixed(2)).join(" ") },
@@ -514,6 +530,8 @@ if (import.meta.main) {
       quick: { type: "boolean", default: false },
       clusters: { type: "string", default: "1000" },
       replicas: { type: "string", default: "2,4" },
+      /** Keep the work directory (configs, the servers' logs) in this directory. */
+      keep: { type: "string" },
     },
     strict: true,
   });
@@ -523,7 +541,8 @@ if (import.meta.main) {
       .split("\n")
       .map((l) => l.split("=", 2) as [string, string]),
   );
-  const workDir = mkdtempSync(join(tmpdir(), "portcullis-fleet-"));
+  const workDir = values.keep ?? mkdtempSync(join(tmpdir(), "portcullis-fleet-"));
+  mkdirSync(workDir, { recursive: true });
   try {
     const result = await runFleet({
       workDir,
@@ -533,10 +552,11 @@ if (import.meta.main) {
       loadCore: "0",
       clusters: Number(values.clusters),
       replicas: values.replicas.split(",").filter((r) => r !== "").map(Number),
+      keepLogs: values.keep !== undefined,
     });
     if (values.out !== undefined) writeFileSync(values.out, `${JSON.stringify(result, null, 2)}\n`);
     process.stdout.write(`${fleetSection(result)}\n`);
   } finally {
-    rmSync(workDir, { recursive: true, force: true });
+    if (values.keep === undefined) rmSync(workDir, { recursive: true, force: true });
   }
 }

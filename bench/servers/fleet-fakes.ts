@@ -8,7 +8,7 @@
  *    allowed), TokenRequest (any ServiceAccount) and /readyz;
  *  - the management cluster: another HTTPS server with the registry's Secrets (core/v1, one
  *    namespace, list and watch with a label selector, bookmarks);
- *  - OpenFGA: test/support/wire-fakes' FakeOpenFga (every can_view allowed);
+ *  - OpenFGA's check endpoint (every can_view allowed);
  *  - a control port on 127.0.0.1 for the runner: register or remove a cluster (a Secret), read and
  *    reset the call counters, count the open watches.
  * Every call that portcullis makes is counted here, with the distinct keys it was for, so the runner
@@ -24,7 +24,6 @@ import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { TestPki } from "../../test/support/certificates.ts";
-import { FakeOpenFga } from "../../test/support/wire-fakes/openfga.ts";
 import { announceReady } from "./common.ts";
 
 /** The label a registry Secret carries (the cluster registry's contract). */
@@ -97,6 +96,17 @@ function holdWatch(res: ServerResponse, watchers: Set<ServerResponse>, intervalM
     watchers.delete(res);
     clearInterval(timer);
   });
+}
+
+/**
+ * Idle connections kept for two minutes, as an API server keeps them (Node's default closes them
+ * after 5 s, racing portcullis's pools, which keep theirs 30 s: a reused socket the server is
+ * closing is an ECONNRESET, which the benchmark would count as a dependency failure of the fake's).
+ */
+function keepConnections(server: { keepAliveTimeout: number; headersTimeout: number; requestTimeout: number }): void {
+  server.keepAliveTimeout = 120_000;
+  server.headersTimeout = 130_000;
+  server.requestTimeout = 0;
 }
 
 async function listen(server: Server | ReturnType<typeof createHttpServer>): Promise<number> {
@@ -175,6 +185,7 @@ export async function startFleetFakes(options: { dir: string; installations: num
       }
     })().catch(() => res.destroy());
   });
+  keepConnections(member);
   member.on("connection", (s: Socket) => {
     memberSockets.add(s);
     s.on("close", () => memberSockets.delete(s));
@@ -257,6 +268,7 @@ export async function startFleetFakes(options: { dir: string; installations: num
       json(res, 200, { apiVersion: "v1", kind: "SecretList", metadata: { resourceVersion: String(rv) }, items });
     })().catch(() => res.destroy());
   });
+  keepConnections(management);
   const managementPort = await listen(management);
   const managementKubeconfig = join(options.dir, "management-kubeconfig.yaml");
   writeFileSync(
@@ -281,18 +293,22 @@ export async function startFleetFakes(options: { dir: string; installations: num
     ].join("\n"),
   );
 
-  const openfga = await new FakeOpenFga().start();
-  // FakeOpenFga keeps every request for tests; here they are counted and dropped.
-  const drainOpenFga = () => {
-    for (const t of openfga.checks) distinct.openfga.add(`${t.user} ${t.object}`);
-    counts.openfgaChecks += openfga.checks.length;
-    openfga.checks.length = 0;
-    openfga.requests.length = 0;
-  };
-  const drainTimer = setInterval(drainOpenFga, 500);
+  // OpenFGA's check endpoint (every can_view allowed), with the keep-alive of the HTTPS fakes.
+  const OPENFGA_STORE = "01HVMMBCMGZNT3SED4Z17ECXCA";
+  const openfga = createHttpServer((req, res) => {
+    void (async () => {
+      const body = await readBody(req);
+      if (req.method !== "POST" || req.url !== `/stores/${OPENFGA_STORE}/check`) return json(res, 404, { code: "undefined_endpoint", message: "Not Found" });
+      const tuple = (JSON.parse(body) as { tuple_key: { user: string; object: string } }).tuple_key;
+      counts.openfgaChecks++;
+      distinct.openfga.add(`${tuple.user} ${tuple.object}`);
+      json(res, 200, { allowed: true, resolution: "" });
+    })().catch(() => res.destroy());
+  });
+  keepConnections(openfga);
+  const openfgaPort = await listen(openfga);
 
   const snapshot = (): FleetCounts => {
-    drainOpenFga();
     return {
       ...counts,
       distinct: { openfga: distinct.openfga.size, subjectAccessReviews: distinct.subjectAccessReviews.size, tokenRequests: distinct.tokenRequests.size },
@@ -309,7 +325,6 @@ export async function startFleetFakes(options: { dir: string; installations: num
       const url = new URL(req.url ?? "/", "http://control");
       if (req.method === "GET" && url.pathname === "/counts") return json(res, 200, snapshot());
       if (req.method === "POST" && url.pathname === "/reset") {
-        drainOpenFga();
         for (const k of Object.keys(counts) as Array<keyof typeof counts>) counts[k] = 0;
         for (const s of Object.values(distinct)) s.clear();
         return json(res, 200, {});
@@ -338,8 +353,8 @@ export async function startFleetFakes(options: { dir: string; installations: num
     memberPort,
     memberUrl,
     managementPort,
-    openfgaUrl: openfga.url,
-    storeId: openfga.storeId,
+    openfgaUrl: `http://127.0.0.1:${openfgaPort}`,
+    storeId: OPENFGA_STORE,
     caPem,
     managementKubeconfig,
     namespace: options.namespace,
@@ -348,11 +363,11 @@ export async function startFleetFakes(options: { dir: string; installations: num
   return {
     info,
     async stop() {
-      clearInterval(drainTimer);
       for (const s of memberSockets) s.destroy();
       for (const w of [...memberWatchSet, ...registryWatchSet]) w.destroy();
+      openfga.closeAllConnections();
       await Promise.all([
-        openfga.stop(),
+        new Promise((r) => openfga.close(r)),
         new Promise((r) => member.close(r)),
         new Promise((r) => management.close(r)),
         new Promise((r) => control.close(r)),

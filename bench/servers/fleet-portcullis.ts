@@ -6,10 +6,11 @@
  * `--expect-clusters` clusters' indexes have synced, and a memory report (after a full GC with
  * `--expose-gc`) on SIGUSR2.
  *
- *   node --expose-gc bench/servers/fleet-portcullis.ts --config C.yaml --ready-file F --memory-file M --expect-clusters N
+ *   node --expose-gc bench/servers/fleet-portcullis.ts --config C.yaml --ready-file F --memory-file M --expect-clusters N [--log-file L]
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
+import pino from "pino";
 import { loadConfigForStart } from "../../src/config/load.ts";
 import { connectPorts, startServer } from "../../src/server/app.ts";
 import { createLogging } from "../../src/server/logging.ts";
@@ -21,6 +22,8 @@ const { values } = parseArgs({
     "ready-file": { type: "string" },
     "memory-file": { type: "string", default: "" },
     "expect-clusters": { type: "string", default: "0" },
+    /** Log lines (audit lines included) to this file rather than stdout, for diagnosis. */
+    "log-file": { type: "string" },
   },
   strict: true,
 });
@@ -28,7 +31,8 @@ if (values.config === undefined || values["ready-file"] === undefined) throw new
 
 const started = performance.now();
 const config = await loadConfigForStart(values.config);
-const logging = createLogging(config.logLevel);
+const logFile = values["log-file"];
+const logging = createLogging(config.logLevel, logFile === undefined ? undefined : pino.destination({ dest: logFile, sync: false }));
 const ports = await connectPorts(config, logging.logger);
 const syncedClusters = () => ports.indexSizes().filter((s) => s.index === "plugininstallations" && s.synced).length;
 const expected = Number(values["expect-clusters"]);
