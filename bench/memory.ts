@@ -37,6 +37,8 @@ export interface MemoryScenario {
   readonly allowed: number;
   readonly failed: number;
   readonly fillSeconds: number;
+  /** The server's CPU time (user + system) over the fill: what the GC settings cost. */
+  readonly fillCpuSeconds: number;
   /** VmRSS of the idle server once its index has synced. */
   readonly rssIdleBytes: number;
   /** VmRSS right after the last check. */
@@ -130,6 +132,7 @@ export async function runMemoryScenario(options: {
     let allowed = 0;
     let failed = 0;
     const started = performance.now();
+    const cpuAtStart = cpuSeconds(server.pid);
     const exp = Math.floor(Date.now() / 1000) + 3600;
     const worker = async () => {
       for (;;) {
@@ -155,6 +158,7 @@ export async function runMemoryScenario(options: {
     };
     await Promise.all(Array.from({ length: 128 }, worker));
     const fillSeconds = (performance.now() - started) / 1000;
+    const fillCpuSeconds = cpuSeconds(server.pid) - cpuAtStart;
     client.close();
     const rssFilledBytes = rssBytes(server.pid);
     await options.onFilled?.(server.pid);
@@ -172,6 +176,7 @@ export async function runMemoryScenario(options: {
       allowed,
       failed,
       fillSeconds,
+      fillCpuSeconds,
       rssIdleBytes,
       rssFilledBytes,
       afterGc,
@@ -183,4 +188,11 @@ export async function runMemoryScenario(options: {
     await server.stop();
     await fakes.stop();
   }
+}
+
+/** utime + stime of a process, from /proc/PID/stat (in clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
