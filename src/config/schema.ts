@@ -201,7 +201,7 @@ export const configSchema = z
             // Above kube-apiserver's bookmark interval (~1 min), so a quiet healthy watch is never cut.
             inactivityMs: periodMs(60_000)
               .default(90_000)
-              .describe("a PluginInstallation, Project or Revocation watch that hears no event, bookmark or list for this long is unsynced (its checks answer 503) and listed again"),
+              .describe("a PluginInstallation, Project, Revocation or cluster-registry watch that hears no event, bookmark or list for this long is unsynced (its checks answer 503; the registry keeps its clusters) and listed again"),
           })
           .strict()
           .default({ inactivityMs: 90_000 }),
