@@ -1,8 +1,10 @@
 /**
  * Logs and the audit line, as JSON lines on stdout, written asynchronously so logging stays off the
- * Check's critical path. The audit logger ignores the log level: the audit line is mandatory.
+ * Check's critical path. The audit lines ignore the log level (they are mandatory) and are written in
+ * batches: one write per AUDIT_FLUSH_MS instead of one per check.
  */
 import pino, { type DestinationStream, type Logger } from "pino";
+import { auditJsonLine } from "../audit/json-line.ts";
 import type { AuditSink } from "../audit/plugin-request.ts";
 import { errorCause, errorSummary, sanitizedMessage } from "../authz/errors.ts";
 
@@ -40,27 +42,101 @@ export interface Logging {
   readonly audit: AuditSink;
   /** Writes out everything buffered; called on shutdown. */
   flush(): Promise<void>;
+  /** Hands the audit lines accepted so far to the stream now, not at the next batch (tests read them at once). */
+  writeAuditBatch(): void;
+}
+
+/**
+ * How long an audit line may wait for company. It bounds what a SIGKILL (or the watchdog's kill of a
+ * frozen event loop) can lose: the lines accepted in the last AUDIT_FLUSH_MS. An exit, a crash
+ * (uncaught exception) and SIGTERM write every line (writeAtExit, flush()).
+ */
+export const AUDIT_FLUSH_MS = 5;
+/** A batch this large (UTF-16 code units, ~100 lines) is written at once rather than at the timer. */
+export const AUDIT_BATCH_MAX_CHARS = 64 * 1024;
+
+type SyncFlushable = DestinationStream & { flush?: (cb: (err?: Error) => void) => void; flushSync?: () => void };
+
+/** Audit lines held for the next write: one `write` per batch, never a line split across two. */
+class AuditBatch {
+  #pending = "";
+  #timer: NodeJS.Timeout | undefined;
+  readonly #stream: SyncFlushable;
+
+  constructor(stream: SyncFlushable) {
+    this.#stream = stream;
+  }
+
+  add(line: string): void {
+    this.#pending += line;
+    if (this.#pending.length >= AUDIT_BATCH_MAX_CHARS) this.write();
+    else if (this.#timer === undefined) {
+      // Unref'd: a batch never keeps a finished process alive; the exit hook writes it.
+      this.#timer = setTimeout(() => this.write(), AUDIT_FLUSH_MS).unref();
+      unwrittenBatches.add(this);
+    }
+  }
+
+  /** Hands the pending lines to the stream (which writes them asynchronously). */
+  write(): void {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+      unwrittenBatches.delete(this);
+    }
+    if (this.#pending === "") return;
+    const batch = this.#pending;
+    this.#pending = "";
+    this.#stream.write(batch);
+  }
+
+  /** On exit (process.exit, an uncaught exception): no event loop is left, so the stream is written synchronously. */
+  writeSync(): void {
+    this.write();
+    flushStreamSync(this.#stream);
+  }
+}
+
+/**
+ * Batches holding lines; one pair of hooks for all of them (a listener per createLogging would pile
+ * up). First in line: pino's own hook ends its stream at `beforeExit`, and a batch written after
+ * that would be lost.
+ */
+const unwrittenBatches = new Set<AuditBatch>();
+process.prependListener("beforeExit", () => {
+  for (const batch of unwrittenBatches) batch.write();
+});
+process.prependListener("exit", () => {
+  for (const batch of unwrittenBatches) batch.writeSync();
+});
+
+function flushStreamSync(stream: SyncFlushable): void {
+  if (typeof stream.flushSync !== "function") return;
+  try {
+    stream.flushSync();
+  } catch {
+    // sonic-boom throws if not yet ready; an asynchronous flush, where there is one, still drains it.
+  }
 }
 
 export function createLogging(level: string, destination?: DestinationStream): Logging {
-  // Asynchronous, but without a minimum batch: an audit line must not wait for 4 KB of company.
-  const stream = destination ?? pino.destination({ dest: 1, sync: false });
+  // Asynchronous, without a minimum length: a log line is handed to the kernel as soon as the
+  // previous write completes. Audit lines reach this stream in batches (AuditBatch).
+  const stream: SyncFlushable = destination ?? pino.destination({ dest: 1, sync: false });
   const logger = pino({ level, redact: { paths: REDACT, censor: "[redacted]" }, serializers: { err: safeError } }, stream);
-  const auditLogger = pino({ level: "info", base: null }, stream);
+  const batch = new AuditBatch(stream);
   return {
     logger,
-    audit: { pluginRequest: (line) => auditLogger.info(line), pluginTokenReplay: (line) => auditLogger.info(line) },
+    audit: {
+      pluginRequest: (line) => batch.add(auditJsonLine(line, Date.now())),
+      pluginTokenReplay: (line) => batch.add(auditJsonLine(line, Date.now())),
+    },
+    writeAuditBatch: () => batch.write(),
     flush: () =>
       new Promise<void>((resolveFlush) => {
-        const s = stream as { flush?: (cb: (err?: Error) => void) => void; flushSync?: () => void };
-        if (typeof s.flushSync === "function") {
-          try {
-            s.flushSync();
-          } catch {
-            // sonic-boom throws if not yet ready; the async flush below still drains it.
-          }
-        }
-        if (typeof s.flush === "function") s.flush(() => resolveFlush());
+        batch.write();
+        flushStreamSync(stream);
+        if (typeof stream.flush === "function") stream.flush(() => resolveFlush());
         else resolveFlush();
       }),
   };

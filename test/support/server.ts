@@ -53,7 +53,11 @@ export async function startTestServer(ports: Ports, config: Config = testConfig(
   const logging = createLogging(config.logLevel, sink);
   const server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
   const client = authorizationClient(`127.0.0.1:${server.grpcPort}`);
-  const rawLog = () => chunks.join("");
+  // Audit lines are written in batches (src/server/logging.ts); a test reads them as soon as the check is answered.
+  const rawLog = () => {
+    logging.writeAuditBatch();
+    return chunks.join("");
+  };
   return {
     server,
     get logs() {
