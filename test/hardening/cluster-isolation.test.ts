@@ -4,7 +4,7 @@
  * neighbour answers its PluginInstallation watch (so its index stays synced and every check of it
  * reaches the SubjectAccessReview) and then hangs every review: connections accepted, requests
  * read, never answered. Both clusters get a steady open-loop stream of PluginToken checks (one
- * every 20 ms each), in alternating phases of the same run — neighbour healthy, neighbour hung —
+ * every 20 ms each), in alternating phases of the same run (ABBA) — neighbour healthy, neighbour hung —
  * so the healthy cluster's latency is measured side by side with and without the hung neighbour.
  *
  * Asserted: the hung cluster's checks all answer 503 within their deadline; the healthy cluster's
@@ -17,9 +17,10 @@
  * the registry takes https API servers only. The healthy cluster is static in both. A registered
  * API server that never answers at all is in test/e2e/cluster-registry.test.ts.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, connect } from "node:net";
 import { loadavg, tmpdir } from "node:os";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createServer as createTlsServer, type Server as TlsServer } from "node:tls";
@@ -243,6 +244,13 @@ function load(phaseNow: () => Phase | undefined): { stop(): Promise<Answer[]> } 
   };
 }
 
+/** utime + stime of a process, in milliseconds (/proc/PID/stat fields 14 and 15, in clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 function percentile(values: readonly number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? Number.NaN;
@@ -272,6 +280,14 @@ it.each<NeighbourSource>(["a static clusters: entry", "registered by a Secret"])
   })();
   let current: Phase = "neighbour healthy";
   const run = load(() => phase);
+  /** portcullis's CPU time (utime + stime) spent during each phase, summed over the rounds. */
+  const cpu: Record<Phase, number> = { "neighbour healthy": 0, "neighbour hung": 0 };
+  // The test process (load, fakes, TLS relay) is measured too: a delay there is the harness's, not portcullis's.
+  const harnessCpu: Record<Phase, number> = { "neighbour healthy": 0, "neighbour hung": 0 };
+  const harnessLag: Record<Phase, ReturnType<typeof monitorEventLoopDelay>> = {
+    "neighbour healthy": monitorEventLoopDelay({ resolution: 10 }),
+    "neighbour hung": monitorEventLoopDelay({ resolution: 10 }),
+  };
   const enter = async (next: Phase) => {
     phase = undefined;
     await sleep(AROUND_CHANGE_MS);
@@ -281,11 +297,19 @@ it.each<NeighbourSource>(["a static clusters: entry", "registered by a Secret"])
     current = next;
     await sleep(AROUND_CHANGE_MS);
     phase = current;
+    const cpuBefore = cpuMs(portcullis!.child.pid!);
+    const harnessBefore = process.cpuUsage();
+    harnessLag[current].enable();
     await sleep(PHASE_MS);
+    harnessLag[current].disable();
+    const harnessSpent = process.cpuUsage(harnessBefore);
+    cpu[current] += cpuMs(portcullis!.child.pid!) - cpuBefore;
+    harnessCpu[current] += (harnessSpent.user + harnessSpent.system) / 1000;
   };
+  // ABBA: the other work on the machine drifts during a run, and a fixed order would charge the drift to one phase.
   for (let round = 0; round < ROUNDS; round++) {
-    await enter("neighbour healthy");
-    await enter("neighbour hung");
+    const order: Phase[] = round % 2 === 0 ? ["neighbour healthy", "neighbour hung"] : ["neighbour hung", "neighbour healthy"];
+    for (const next of order) await enter(next);
   }
   phase = undefined;
   await sleep(AROUND_CHANGE_MS);
@@ -307,6 +331,11 @@ it.each<NeighbourSource>(["a static clusters: entry", "registered by a Secret"])
     [
       `cluster isolation, neighbour ${source}, ${ROUNDS} rounds of ${PHASE_MS} ms per phase, one check per cluster every ${EVERY_MS} ms (load average ${loadAverage}):`,
       ...Object.entries(rows).map(([name, a]) => `  ${name.padEnd(36)} ${figures(a)} ${JSON.stringify(tally(a))}`),
+      ...(["neighbour healthy", "neighbour hung"] as const).map(
+        (p) =>
+          `  ${p.padEnd(18)} CPU time per second: portcullis ${(cpu[p] / ((ROUNDS * PHASE_MS) / 1000)).toFixed(0)} ms/s, test process ${(harnessCpu[p] / ((ROUNDS * PHASE_MS) / 1000)).toFixed(0)} ms/s; ` +
+          `test process event-loop delay p99 ${(harnessLag[p].percentile(99) / 1e6).toFixed(0)} ms`,
+      ),
       `  /readyz ${JSON.stringify(readiness.reduce<Record<string, number>>((c, s) => ({ ...c, [s]: (c[s] ?? 0) + 1 }), {}))}`,
     ].join("\n"),
   );
