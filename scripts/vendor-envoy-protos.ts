@@ -15,6 +15,8 @@ import { join, resolve } from "node:path";
 const SEEDS = [
   "envoy/service/auth/v3/external_auth.proto",
   "envoy/config/bootstrap/v3/bootstrap.proto",
+  // The Cluster Discovery Service portcullis serves for registered clusters.
+  "envoy/service/cluster/v3/cds.proto",
   // Extensions referenced from typed_config in our Envoy configs.
   "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
   "envoy/extensions/filters/http/ext_authz/v3/ext_authz.proto",
