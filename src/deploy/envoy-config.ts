@@ -42,6 +42,7 @@ import { isIP } from "node:net";
 import { Document } from "yaml";
 import type { PolicyName } from "../authz/policy.ts";
 import { UPSTREAM_HEADERS } from "../authz/policies/plugin-proxy.ts";
+import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../authz/kube-api-upstream.ts";
 import type { Config } from "../config/schema.ts";
 import { EXT_AUTHZ_MARGIN_MS, type EnvoyConfig } from "../config/envoy-schema.ts";
 import type { PlatformService } from "../config/platform-schema.ts";
@@ -62,7 +63,7 @@ export const ENVOY_CLUSTERS = {
   assets: "plugin-assets",
   konfidence: "konfidence-api",
   collector: "opentelemetry-collector",
-  kubeApi: (clusterId: string) => `kube-api-${clusterId}`,
+  kubeApi: kubeApiEnvoyCluster,
   platform: (service: string) => `platform-${service}`,
 } as const;
 
@@ -71,6 +72,20 @@ export const PLUGIN_HOST_HEADER = "x-fundament-upstream-host";
 
 /** Watches, log tails, exec and port-forward streams stay open; an idle one is closed after this. */
 const STREAM_IDLE_TIMEOUT = "3600s";
+
+/** Every kube-api-proxy route, static or registered (a new object each: shared ones would render as YAML anchors). */
+function kubeApiStreams(): Record<string, unknown> {
+  return {
+    // Watches and log streams live as long as the client keeps them; only idleness ends them.
+    timeout: "0s",
+    idle_timeout: STREAM_IDLE_TIMEOUT,
+    // exec, attach, port-forward: WebSocket (kubectl ≥ 1.30), SPDY for older clients.
+    upgrade_configs: [{ upgrade_type: "websocket" }, { upgrade_type: "spdy/3.1" }],
+  };
+}
+
+/** `/clusters/{id}/`, stripped by the registered clusters' route as `prefix_rewrite` does on the static ones. */
+const REGISTERED_PREFIX = "/clusters/[^/]+/";
 
 /** The methods the Kubernetes and plugin data paths use from a browser (FUN-17 §7). */
 const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE";
@@ -118,21 +133,41 @@ export function envoyBootstrap(config: Config): Record<string, unknown> {
 
   const clusters = [
     portcullisCluster(envoy, config),
-    ...envoy.clusters.map((c) => upstreamCluster(ENVOY_CLUSTERS.kubeApi(c.id), c.apiServer, c.caFile, { streams: true })),
+    ...envoy.clusters.map((c) => kubeApiCluster(c.id, { server: c.apiServer, trustedCa: { filename: c.caFile } })),
     pluginServicesCluster(),
-    upstreamCluster(ENVOY_CLUSTERS.assets, envoy.upstreams.assets.url, envoy.upstreams.assets.caFile, { streams: false }),
+    upstreamCluster(ENVOY_CLUSTERS.assets, envoy.upstreams.assets.url, { streams: false, trustedCa: caFileOf(envoy.upstreams.assets) }),
   ];
   if (envoy.upstreams.konfidence !== undefined) {
-    clusters.push(upstreamCluster(ENVOY_CLUSTERS.konfidence, envoy.upstreams.konfidence.url, envoy.upstreams.konfidence.caFile, { streams: false }));
+    clusters.push(upstreamCluster(ENVOY_CLUSTERS.konfidence, envoy.upstreams.konfidence.url, { streams: false, trustedCa: caFileOf(envoy.upstreams.konfidence) }));
   }
-  for (const p of envoy.platform) clusters.push(upstreamCluster(ENVOY_CLUSTERS.platform(p.name), p.upstream.url, p.upstream.caFile, { streams: false }));
+  for (const p of envoy.platform) clusters.push(upstreamCluster(ENVOY_CLUSTERS.platform(p.name), p.upstream.url, { streams: false, trustedCa: caFileOf(p.upstream) }));
   if (envoy.tracing !== undefined) clusters.push(collectorCluster(envoy.tracing.collector));
 
   return {
+    // xDS needs a node id and cluster; `--service-node`/`--service-cluster` override them per pod.
+    node: { id: "fundament-envoy", cluster: "fundament-envoy" },
     admin: { address: socketAddress(envoy.admin.address, envoy.admin.port) },
     static_resources: {
       listeners: [listener(envoy, config, virtualHosts)],
       clusters,
+    },
+    dynamic_resources: { cds_config: clusterDiscovery() },
+  };
+}
+
+/**
+ * The registered clusters' upstreams come from portcullis's Cluster Discovery Service
+ * (envoy/cluster-discovery.ts), State of the World over the connection Envoy already has to
+ * portcullis (the ext_authz port, cluster `portcullis`: HTTP/2, TLS when listen.tls is set).
+ */
+function clusterDiscovery(): Record<string, unknown> {
+  return {
+    resource_api_version: "V3",
+    api_config_source: {
+      api_type: "GRPC",
+      transport_api_version: "V3",
+      grpc_services: [{ envoy_grpc: { cluster_name: ENVOY_CLUSTERS.portcullis } }],
+      set_node_on_first_message_only: true,
     },
   };
 }
@@ -248,22 +283,30 @@ function corsFor(allowed: { origin: string; methods: string; headers: string; cr
   };
 }
 
-/** `/clusters/{id}/…` → that cluster's API server, with the prefix stripped. */
+/**
+ * `/clusters/{id}/…` → that cluster's API server, with the prefix stripped. A static cluster has a
+ * route of its own; a registered one is reached through `kube-api-registered`, which takes its
+ * Envoy cluster (served by CDS) from the header portcullis sets on every kube-api-proxy allow
+ * (KUBE_API_CLUSTER_HEADER). Before the check that route matches only a client's own copy of the
+ * header, under the same policy; portcullis overwrites it from the URL and `clear_route_cache`
+ * routes again, so the upstream is always the URL's cluster. A request without it (denied, or no
+ * check yet) falls through to the 404.
+ */
 function kubeApiProxyHost(envoy: EnvoyConfig): Record<string, unknown> {
   const routes: unknown[] = envoy.clusters.map((c) => ({
     name: `kube-api-${c.id}`,
     match: { prefix: `/clusters/${c.id}/` },
-    route: {
-      cluster: ENVOY_CLUSTERS.kubeApi(c.id),
-      prefix_rewrite: "/",
-      // Watches and log streams live as long as the client keeps them; only idleness ends them.
-      timeout: "0s",
-      idle_timeout: STREAM_IDLE_TIMEOUT,
-      // exec, attach, port-forward: WebSocket (kubectl ≥ 1.30), SPDY for older clients.
-      upgrade_configs: [{ upgrade_type: "websocket" }, { upgrade_type: "spdy/3.1" }],
-    },
+    route: { cluster: ENVOY_CLUSTERS.kubeApi(c.id), prefix_rewrite: "/", ...kubeApiStreams() },
     typed_per_filter_config: perRouteAuthz("kube-api-proxy"),
   }));
+  routes.push({
+    name: "kube-api-registered",
+    match: { safe_regex: { regex: `^${REGISTERED_PREFIX}.*` }, headers: [{ name: KUBE_API_CLUSTER_HEADER, present_match: true }] },
+    route: { cluster_header: KUBE_API_CLUSTER_HEADER, regex_rewrite: { pattern: { regex: `^${REGISTERED_PREFIX}` }, substitution: "/" }, ...kubeApiStreams() },
+    // Read when the route is chosen; the API server has no use for it.
+    request_headers_to_remove: [KUBE_API_CLUSTER_HEADER],
+    typed_per_filter_config: perRouteAuthz("kube-api-proxy"),
+  });
   // Any other cluster id: portcullis still answers (401 before 404, FUN-12); Envoy has nowhere to send it.
   routes.push(fallback("kube-api-unknown-cluster", "/clusters/", "kube-api-proxy"));
   return {
@@ -502,8 +545,40 @@ const PLUGIN_DNS_CACHE = {
   max_hosts: 4096,
 };
 
-/** A static upstream from an http(s) URL; https is verified against `caFile` and the URL's host name. */
-function upstreamCluster(name: string, url: string, caFile: string | undefined, options: { streams: boolean }): Record<string, unknown> {
+/** Where Envoy finds the CAs an upstream's certificate chain must end in (a DataSource). */
+export type TrustedCa = { readonly filename: string } | { readonly inline_string: string };
+
+function caFileOf(upstream: { caFile?: string | undefined }): TrustedCa | undefined {
+  return upstream.caFile === undefined ? undefined : { filename: upstream.caFile };
+}
+
+/** An API server's address and how its certificate is checked (as a kubeconfig's cluster entry says it). */
+export interface KubeApiUpstream {
+  /** `https://host[:port]`. */
+  readonly server: string;
+  readonly trustedCa: TrustedCa;
+  /** The name the certificate must carry, and the SNI; the server's host when absent. */
+  readonly tlsServerName?: string | undefined;
+}
+
+/**
+ * The Envoy cluster of one Kubernetes cluster's API server: a static `envoy.clusters` entry here,
+ * a registered cluster in portcullis's CDS (envoy/cluster-discovery.ts). Pure. Never a credential:
+ * Envoy forwards the ServiceAccount token portcullis put in Authorization.
+ */
+export function kubeApiCluster(clusterId: string, upstream: KubeApiUpstream): Record<string, unknown> {
+  return upstreamCluster(ENVOY_CLUSTERS.kubeApi(clusterId), upstream.server, { streams: true, trustedCa: upstream.trustedCa, serverName: upstream.tlsServerName });
+}
+
+/**
+ * An upstream from an http(s) URL; https is verified against `trustedCa` and `serverName` (the
+ * URL's host when absent), which is also the SNI.
+ */
+function upstreamCluster(
+  name: string,
+  url: string,
+  options: { streams: boolean; trustedCa: TrustedCa | undefined; serverName?: string | undefined },
+): Record<string, unknown> {
   const parsed = new URL(url);
   const host = parsed.hostname.replace(/^\[|\]$/g, "");
   const tls = parsed.protocol === "https:";
@@ -520,17 +595,18 @@ function upstreamCluster(name: string, url: string, caFile: string | undefined, 
     cluster["circuit_breakers"] = { thresholds: [{ max_connections: 16384, max_pending_requests: 4096, max_requests: 16384 }] };
   }
   if (tls) {
-    const ip = isIP(host) !== 0;
+    const certificateName = options.serverName ?? host;
+    const ip = isIP(certificateName) !== 0;
     cluster["transport_socket"] = {
       name: "envoy.transport_sockets.tls",
       typed_config: {
         "@type": `${T}envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext`,
-        ...(ip ? {} : { sni: host }),
+        ...(ip ? {} : { sni: certificateName }),
         common_tls_context: {
           validation_context: {
-            trusted_ca: { filename: caFile },
+            trusted_ca: options.trustedCa,
             // Envoy checks only the chain unless told which name the certificate must carry.
-            match_typed_subject_alt_names: [{ san_type: ip ? "IP_ADDRESS" : "DNS", matcher: { exact: host } }],
+            match_typed_subject_alt_names: [{ san_type: ip ? "IP_ADDRESS" : "DNS", matcher: { exact: certificateName } }],
           },
         },
       },

@@ -8,8 +8,8 @@ import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
 import { loadConfig, parseConfig } from "../../src/config/load.ts";
-import { envoyBootstrap, MissingEnvoySection, pluginCsp, renderEnvoyYaml } from "../../src/deploy/envoy-config.ts";
-import { decodeBootstrap } from "../../src/envoy/bootstrap.ts";
+import { envoyBootstrap, kubeApiCluster, MissingEnvoySection, pluginCsp, renderEnvoyYaml } from "../../src/deploy/envoy-config.ts";
+import { decodeBootstrap, decodeMessage } from "../../src/envoy/bootstrap.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const EXAMPLE = resolve(ROOT, "deploy/examples/portcullis.yaml");
@@ -78,6 +78,8 @@ describe("the decoder catches typos in the generated configuration", () => {
     { name: "misspelt @type", mutate: (b) => (filter(b, "envoy.filters.http.cors")["@type"] = "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Corrs"), expected: /unknown type/ },
     { name: "misspelt route field", mutate: (b) => (route(b, `kube-api-${C1}`).route["prefix_rewirte"] = "/"), expected: /unknown field "prefix_rewirte"/ },
     { name: "bad duration", mutate: (b) => (route(b, `kube-api-${C1}`).route.timeout = "0"), expected: /expected duration string/ },
+    { name: "misspelt cds_config field", mutate: (b) => (b["dynamic_resources"].cds_config["api_config_sorce"] = {}), expected: /unknown field "api_config_sorce"/ },
+    { name: "misspelt header matcher", mutate: (b) => (route(b, "kube-api-registered").match.headers[0]["present"] = true), expected: /unknown field "present"/ },
     { name: "misspelt per-route CORS field", mutate: (b) => (vhost(b, "plugin-proxy").typed_per_filter_config["envoy.filters.http.cors"]["allow_origin"] = []), expected: /unknown field "allow_origin"/ },
   ];
   it.each(mutations)("$name", ({ mutate, expected }) => {
@@ -164,6 +166,7 @@ describe("routes and their policies", () => {
     expect(policies).toEqual({
       [`kube-api-${C1}`]: "kube-api-proxy",
       [`kube-api-${C2}`]: "kube-api-proxy",
+      "kube-api-registered": "kube-api-proxy",
       "kube-api-unknown-cluster": "kube-api-proxy",
       [`plugin-runtime-${C1}`]: "plugin-proxy",
       [`plugin-controller-${C1}`]: "plugin-proxy",
@@ -216,6 +219,63 @@ describe("routes and their policies", () => {
         },
       });
     }
+  });
+
+  it("sends a registered cluster's /clusters/{id}/ to the Envoy cluster portcullis's header names (served by CDS), after the static routes, streams unbounded", () => {
+    const b = envoyBootstrap(example()) as Json;
+    const registered = route(b, "kube-api-registered");
+    expect(registered.match).toEqual({ safe_regex: { regex: "^/clusters/[^/]+/.*" }, headers: [{ name: "x-fundament-kube-api-cluster", present_match: true }] });
+    expect(registered.route).toEqual({
+      cluster_header: "x-fundament-kube-api-cluster",
+      regex_rewrite: { pattern: { regex: "^/clusters/[^/]+/" }, substitution: "/" },
+      timeout: "0s",
+      idle_timeout: "3600s",
+      upgrade_configs: [{ upgrade_type: "websocket" }, { upgrade_type: "spdy/3.1" }],
+    });
+    expect(registered.request_headers_to_remove).toEqual(["x-fundament-kube-api-cluster"]);
+    expect(vhost(b, "kube-api-proxy").routes.map((r: Json) => r.name)).toEqual([`kube-api-${C1}`, `kube-api-${C2}`, "kube-api-registered", "kube-api-unknown-cluster"]);
+  });
+
+  // Envoy's RE2 and JavaScript agree on these patterns (no look-around, no back-references).
+  it.each([
+    { path: "/clusters/c1/api/v1/pods", matches: true, upstream: "/api/v1/pods" },
+    { path: "/clusters/c1/", matches: true, upstream: "/" },
+    { path: "/clusters/c1/clusters/c2/api", matches: true, upstream: "/clusters/c2/api" },
+    { path: "/clusters/c1", matches: false },
+    { path: "/clusters//api", matches: false },
+    { path: "/cluster/c1/api", matches: false },
+    { path: "/x/clusters/c1/api", matches: false },
+  ])("the registered route on $path", ({ path, matches, upstream }) => {
+    const registered = route(envoyBootstrap(example()) as Json, "kube-api-registered");
+    // safe_regex matches the whole path.
+    const match = new RegExp(`^(?:${registered.match.safe_regex.regex})$`);
+    expect(match.test(path)).toBe(matches);
+    if (matches) expect(path.replace(new RegExp(registered.route.regex_rewrite.pattern.regex), registered.route.regex_rewrite.substitution)).toBe(upstream);
+  });
+
+  it("asks portcullis for the registered clusters' upstreams: CDS, State of the World over gRPC v3, on the portcullis cluster", () => {
+    const b = envoyBootstrap(example()) as Json;
+    expect(b["dynamic_resources"]).toEqual({
+      cds_config: {
+        resource_api_version: "V3",
+        api_config_source: { api_type: "GRPC", transport_api_version: "V3", grpc_services: [{ envoy_grpc: { cluster_name: "portcullis" } }], set_node_on_first_message_only: true },
+      },
+    });
+    expect(b["node"]).toEqual({ id: "fundament-envoy", cluster: "fundament-envoy" });
+  });
+
+  it.each([
+    { name: "a DNS name, CA file", upstream: { server: "https://api.c.example:6443", trustedCa: { filename: "/ca.crt" } }, sni: "api.c.example", san: { san_type: "DNS", matcher: { exact: "api.c.example" } } },
+    { name: "an IP, inline CA", upstream: { server: "https://10.1.2.3:6443", trustedCa: { inline_string: "PEM" } }, sni: undefined, san: { san_type: "IP_ADDRESS", matcher: { exact: "10.1.2.3" } } },
+    { name: "an IP and tls-server-name", upstream: { server: "https://10.1.2.3", trustedCa: { inline_string: "PEM" }, tlsServerName: "kubernetes.default" }, sni: "kubernetes.default", san: { san_type: "DNS", matcher: { exact: "kubernetes.default" } } },
+  ])("kubeApiCluster: $name, decoded strictly into Envoy's Cluster", ({ upstream, sni, san }) => {
+    const built = kubeApiCluster(C1, upstream) as Json;
+    const decoded = decodeMessage("envoy.config.cluster.v3.Cluster", built);
+    if (!decoded.ok) expect.fail(decoded.errors.join("\n"));
+    expect(built.name).toBe(`kube-api-${C1}`);
+    expect(built.transport_socket.typed_config.sni).toBe(sni);
+    expect(built.transport_socket.typed_config.common_tls_context.validation_context).toEqual({ trusted_ca: upstream.trustedCa, match_typed_subject_alt_names: [san] });
+    expect(built.circuit_breakers.thresholds[0].max_connections).toBe(16384);
   });
 
   it("verifies each API server against its CA and name", () => {
