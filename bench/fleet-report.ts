@@ -91,8 +91,9 @@ export function fleetSection(r: FleetResult): string {
   );
 
   const { noop } = r.warm;
-  const row = (label: string, l: FleetResult["warm"]["noop"]) =>
-    `| ${label} | ${n0(l.rps)} | ${ratio(l.rps, noop.rps)} | ${f1(l.cpuUsPerRequest)} | ${ratio(l.cpuUsPerRequest, noop.cpuUsPerRequest)} | ${f2(l.cpuCores)} | ${f2(l.p50Ms)} | ${f2(l.p99Ms)} |`;
+  const ref = r.warm.reference;
+  const row = (label: string, l: FleetResult["warm"]["noop"], at: FleetResult["warm"]["noop"] | undefined) =>
+    `| ${label} | ${n0(l.rps)} | ${ratio(l.rps, noop.rps)} | ${f1(l.cpuUsPerRequest)} | ${ratio(l.cpuUsPerRequest, noop.cpuUsPerRequest)} | ${f2(l.cpuCores)} | ${f2(l.p50Ms)} | ${f2(l.p99Ms)} | ${at === undefined ? "–" : `${n0(at.rps)}/s: ${f1(at.cpuUsPerRequest)}`} | ${at === undefined || ref === undefined ? "–" : ratio(at.cpuUsPerRequest, ref.noop.cpuUsPerRequest)} |`;
   w(
     "### Warm path: 1 cluster against the whole fleet",
     "",
@@ -100,13 +101,16 @@ export function fleetSection(r: FleetResult): string {
     "the server alone on core 1; CPU per check from /proc/<pid>/stat as in the main table. The same requests (same users and paths) in all three; only the",
     "clusters they name differ.",
     "",
-    "| server | checks/s | × no-op | CPU µs/check | × no-op | cores used | p50 ms | p99 ms |",
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    row("no-op ext_authz", noop),
-    row("portcullis, 1 cluster", r.warm.one),
-    row(`portcullis, ${N} clusters, requests spread over all`, r.warm.fleet),
+    `Then one run at a fixed ${n0(r.settings["referenceRps"] ?? 3_000)} checks/s offered (${r.settings["referenceConcurrency"] ?? 8} in flight at most), the main report's reference rate: CPU per check at the same load for all three.`,
     "",
-    `${N} clusters against 1: ${ratio(r.warm.fleet.rps, r.warm.one.rps)} the throughput, ${ratio(r.warm.fleet.cpuUsPerRequest, r.warm.one.cpuUsPerRequest)} the CPU per check.`,
+    "| server | checks/s at saturation | × no-op | CPU µs/check | × no-op | cores used | p50 ms | p99 ms | at the reference rate: achieved, CPU µs/check | × no-op |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    row("no-op ext_authz", noop, ref?.noop),
+    row("portcullis, 1 cluster", r.warm.one, ref?.one),
+    row(`portcullis, ${N} clusters, requests spread over all`, r.warm.fleet, ref?.fleet),
+    "",
+    `${N} clusters against 1: ${ratio(r.warm.fleet.rps, r.warm.one.rps)} the throughput at saturation, ${ratio(r.warm.fleet.cpuUsPerRequest, r.warm.one.cpuUsPerRequest)} the CPU per check` +
+      (ref === undefined ? "." : `; ${ratio(ref.fleet.cpuUsPerRequest, ref.one.cpuUsPerRequest)} the CPU per check at the reference rate.`),
     "",
   );
 

@@ -52,6 +52,8 @@ export interface FleetOptions {
    * it, and 4 replicas starting 1,000 clusters each on one shared core would take minutes.
    */
   readonly replicaClusters?: number;
+  /** The fixed offered rate CPU per check is also measured at (the main report's reference rate, 3,000/s). */
+  readonly referenceRps?: number;
   readonly log?: (message: string) => void;
   /** Write each portcullis's log lines to <name>.out in the work directory (diagnosis; the figures are taken with them off). */
   readonly keepLogs?: boolean;
@@ -104,7 +106,14 @@ export interface FleetResult {
   readonly settings: Record<string, number>;
   readonly memory: { readonly one: ProcessMemory; readonly fleet: ProcessMemory };
   readonly watches: { readonly openWatches: number; readonly watchedClusters: number; readonly socketsToClusters: number; readonly registryWatches: number };
-  readonly warm: { readonly noop: LoadResult; readonly one: LoadResult; readonly fleet: LoadResult; readonly runs: Record<"noop" | "one" | "fleet", LoadResult[]> };
+  readonly warm: {
+    readonly noop: LoadResult;
+    readonly one: LoadResult;
+    readonly fleet: LoadResult;
+    readonly runs: Record<"noop" | "one" | "fleet", LoadResult[]>;
+    /** At the fixed reference rate, 8 in flight: CPU per check at the same load for all three (absent in results from before it was measured). */
+    readonly reference?: Record<"noop" | "one" | "fleet", LoadResult>;
+  };
   /** Calls during the cold warm-up of the 1-replica fleet: the baseline for the replicas. */
   readonly oneReplica: CallCounts;
   /** Secret created → first allowed PluginToken check, in a running fleet (ms); empty with static registration. */
@@ -229,6 +238,8 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
     registrationSamples: quick ? 3 : 8,
     idleSeconds: quick ? 2 : 3,
     bookmarkMs: 20_000,
+    referenceRps: options.referenceRps ?? 3_000,
+    referenceConcurrency: 8,
   };
   const loadStart = loadavg().map((l) => l.toFixed(2)).join(" ");
   const node = process.execPath;
@@ -341,8 +352,9 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
       await sleep(settings.idleSeconds * 1000);
       return (cpuSeconds(pid) - before) / settings.idleSeconds;
     };
-    const load = (server: ServerProcess, file: string, seconds: number, concurrency = settings.concurrency, connections = settings.connections) =>
-      runLoad({ ghz: options.ghz, target: `127.0.0.1:${server.port}`, dataFile: file, concurrency, connections, durationSeconds: seconds, core: options.loadCore, workDir: dir, serverPids: [server.pid] });
+    const load = (server: ServerProcess, file: string, seconds: number, concurrency = settings.concurrency, connections = settings.connections, rps?: number) =>
+      runLoad({ ghz: options.ghz, target: `127.0.0.1:${server.port}`, dataFile: file, concurrency, connections, durationSeconds: seconds, core: options.loadCore, workDir: dir, serverPids: [server.pid], ...(rps === undefined ? {} : { rps }) });
+    const atReference = (server: ServerProcess, file: string) => load(server, file, settings.saturationSeconds, settings.referenceConcurrency, settings.connections, settings.referenceRps);
     /**
      * The cold pass the call counts come from: each request sent once to each replica `to` names, 64
      * in flight, from this process's own client (so every answer is read: ghz cannot tell an allow
@@ -381,6 +393,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
     started.push(noop);
     await load(noop, files.fleet, settings.warmupSeconds);
     const noopRuns = await saturate(noop, files.fleet);
+    const noopReference = await atReference(noop, files.fleet);
     await stop(noop);
     log(`fleet: no-op ${best(noopRuns).rps.toFixed(0)} checks/s, ${best(noopRuns).cpuUsPerRequest.toFixed(1)} µs CPU/check`);
 
@@ -398,8 +411,9 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
       const calls: CallCounts = { counts: await coldPass([server], requests, () => [0]), unique: uniqueKeys(requests) };
       await load(server, file, settings.warmupSeconds);
       const runs = await saturate(server, file);
-      log(`fleet: ${name}: ${best(runs).rps.toFixed(0)} checks/s, ${best(runs).cpuUsPerRequest.toFixed(1)} µs CPU/check`);
-      return { server, memory, watches, calls, runs };
+      const reference = await atReference(server, file);
+      log(`fleet: ${name}: ${best(runs).rps.toFixed(0)} checks/s, ${best(runs).cpuUsPerRequest.toFixed(1)} µs CPU/check; at ${settings.referenceRps}/s ${reference.cpuUsPerRequest.toFixed(1)} µs`);
+      return { server, memory, watches, calls, runs, reference };
     };
     const one = await measureProcess("fleet-one", "one", 1, setOne, files.one);
     await stop(one.server);
@@ -484,7 +498,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
       settings,
       memory: { one: one.memory, fleet: fleet.memory },
       watches: fleet.watches,
-      warm: { noop: best(noopRuns), one: best(one.runs), fleet: best(fleet.runs), runs: { noop: noopRuns, one: one.runs, fleet: fleet.runs } },
+      warm: { noop: best(noopRuns), one: best(one.runs), fleet: best(fleet.runs), runs: { noop: noopRuns, one: one.runs, fleet: fleet.runs }, reference: { noop: noopReference, one: one.reference, fleet: fleet.reference } },
       oneReplica: fleet.calls,
       registrationMs,
       removalMs,
