@@ -10,14 +10,16 @@
 import { LRUCache } from "lru-cache";
 import type { AccessAttributes, Installation } from "../src/authz/ports.ts";
 import type { Ports } from "../src/server/app.ts";
+import { type SafeHeaderValue, safeHeaderValue } from "../src/headers/mutations.ts";
 import { reviewFor } from "../src/kube/user-access-review.ts";
 import { publishCacheLookup } from "../src/metrics/events.ts";
 import type { BenchWorld } from "./workload.ts";
 
 /** What a warm TokenRequest hands out: a ServiceAccount token of realistic size (kube-apiserver's are ~1 KB). */
-export function constantServiceAccountToken(): string {
+export function constantServiceAccountToken(): SafeHeaderValue {
   const seg = (n: number) => "x".repeat(n);
-  return `eyJhbGciOiJSUzI1NiIsImtpZCI6ImJlbmNoIn0.${seg(700)}.${seg(342)}`;
+  // Checked once, as the real port checks a token when it caches it.
+  return safeHeaderValue(`eyJhbGciOiJSUzI1NiIsImtpZCI6ImJlbmNoIn0.${seg(700)}.${seg(342)}`)!;
 }
 
 /** Long enough that nothing expires during a run: the caches stay warm. */
@@ -35,7 +37,7 @@ export function warmPorts(world: BenchWorld): Ports {
     fetchMethod: async () => true,
   });
   const sar = new LRUCache<string, boolean, { clusterId: string }>({ max: 50_000, ttl: WARM_TTL_MS, fetchMethod: async () => true });
-  const tokens = new LRUCache<string, string, { clusterId: string }>({ max: 20_000, ttl: WARM_TTL_MS, fetchMethod: async () => saToken });
+  const tokens = new LRUCache<string, SafeHeaderValue, { clusterId: string }>({ max: 20_000, ttl: WARM_TTL_MS, fetchMethod: async () => saToken });
 
   return {
     clusters: { has: (clusterId) => clusterIds.has(clusterId) },
@@ -76,7 +78,7 @@ export function warmPorts(world: BenchWorld): Ports {
           publishCacheLookup("service_account_token", "hit");
           return hit;
         }
-        const status: LRUCache.Status<string, string> = {};
+        const status: LRUCache.Status<string, SafeHeaderValue> = {};
         const token = await tokens.fetch(key, { context: { clusterId }, status });
         publishCacheLookup("service_account_token", status.fetch);
         return token;

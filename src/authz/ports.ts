@@ -3,6 +3,7 @@
  * (OpenFGA, kube-apiserver, an informer) with its own cache and deadline, and by fakes in tests.
  * A port that cannot answer throws DependencyUnavailable; it never guesses.
  */
+import type { SafeHeaderValue } from "../headers/mutations.ts";
 
 /** OpenFGA Check(user:<userId>, can_view, cluster:<clusterId>). */
 export interface ClusterViewCheck {
@@ -34,8 +35,10 @@ export interface ServiceAccountTokens {
    * `ownerUid` is the uid of the object the ServiceAccount belongs to (the plugin installation):
    * a reinstall under the same name is a new owner, whose new ServiceAccount is asked afresh
    * instead of being served the deleted one's token.
+   *
+   * The token is a safe header value, checked once when it was cached, not per response.
    */
-  token(clusterId: string, namespace: string, name: string, ownerUid?: string): Promise<string | undefined>;
+  token(clusterId: string, namespace: string, name: string, ownerUid?: string): Promise<SafeHeaderValue | undefined>;
 }
 
 /** What the gateway needs to know of a PluginInstallation (plugins.fundament.io/v1). */

@@ -15,31 +15,53 @@ export interface HeaderMutations {
 const CALLER_IDENTITY_PREFIXES = ["x-fundament-", "x-konfidence-"] as const;
 
 export function isCallerIdentityHeader(name: string): boolean {
-  return CALLER_IDENTITY_PREFIXES.some((p) => name.startsWith(p));
+  return name.startsWith(CALLER_IDENTITY_PREFIXES[0]) || name.startsWith(CALLER_IDENTITY_PREFIXES[1]);
 }
 
+declare const checkedBrand: unique symbol;
 /**
- * Builds the mutations for an allow: `set` overwrites, `remove` drops those of the named headers the
- * request carries, and every caller-identity header the client sent that portcullis does not set
- * itself is removed as well.
+ * A header value isSafeHeaderValue accepted where it was produced — a ServiceAccount token once,
+ * when it was cached (src/kube/service-account-tokens.ts), not in every response that carries it.
+ */
+export type SafeHeaderValue = string & { readonly [checkedBrand]: true };
+
+export function safeHeaderValue(value: string): SafeHeaderValue | undefined {
+  return isSafeHeaderValue(value) ? (value as SafeHeaderValue) : undefined;
+}
+
+/** `Bearer <token>`: a safe token after a safe scheme is safe. */
+export function bearerCredential(token: SafeHeaderValue): SafeHeaderValue {
+  return `Bearer ${token}` as SafeHeaderValue;
+}
+
+const NONE_CHECKED: Readonly<Record<string, SafeHeaderValue>> = Object.freeze({});
+
+/**
+ * Builds the mutations for an allow: `checked` and `set` overwrite (`set`'s values are checked here,
+ * `checked`'s were where they were produced), `remove` drops those of the named headers the request
+ * carries, and every caller-identity header the client sent that portcullis does not set itself is
+ * removed as well.
  */
 export function mutations(
   requestHeaders: Readonly<Record<string, string>>,
   set: Record<string, string>,
   remove: readonly string[] = [],
+  checked: Readonly<Record<string, SafeHeaderValue>> = NONE_CHECKED,
 ): HeaderMutations {
-  for (const [name, value] of Object.entries(set)) {
-    if (!isSafeHeaderValue(value)) {
+  for (const name in set) {
+    if (!isSafeHeaderValue(set[name]!)) {
       // A programming mistake: callers validate claims before they become headers.
       throw new TypeError(`unsafe value for header ${name}`);
     }
   }
-  const removed = new Set(remove.filter((name) => name in requestHeaders));
-  for (const name of Object.keys(requestHeaders)) {
-    if (isCallerIdentityHeader(name) && !(name in set)) removed.add(name);
-  }
-  for (const name of Object.keys(set)) removed.delete(name);
-  return { set, remove: [...removed].sort() };
+  const all = checked === NONE_CHECKED ? set : { ...checked, ...set };
+  const removed: string[] = [];
+  const drop = (name: string) => {
+    if (!(name in all) && !removed.includes(name)) removed.push(name);
+  };
+  for (const name of remove) if (name in requestHeaders) drop(name);
+  for (const name in requestHeaders) if (isCallerIdentityHeader(name)) drop(name);
+  return { set: all, remove: removed.sort() };
 }
 
 /**

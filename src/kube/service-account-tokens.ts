@@ -11,6 +11,7 @@ import { LRUCache } from "lru-cache";
 import { type Clusters, perCluster } from "./clusters.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { ServiceAccountTokens } from "../authz/ports.ts";
+import { type SafeHeaderValue, safeHeaderValue } from "../headers/mutations.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
 
 /** The dependency name in errors, logs and metrics. */
@@ -36,17 +37,17 @@ interface Target {
 }
 
 /** A cached "no such ServiceAccount" is a short-lived answer, not an error. */
-const MISSING = "";
+const MISSING = "" as SafeHeaderValue;
 const MISSING_TTL_MS = 2_000;
 
 export class TokenRequests implements ServiceAccountTokens {
-  readonly #cache: LRUCache<string, string, Target>;
+  readonly #cache: LRUCache<string, SafeHeaderValue, Target>;
 
   constructor(clusters: Clusters, options: ServiceAccountTokenOptions) {
     const now = options.now ?? Date.now;
     // Looked up per request: the registry adds, replaces and removes clusters while this runs.
     const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(CoreV1Api));
-    this.#cache = new LRUCache<string, string, Target>({
+    this.#cache = new LRUCache<string, SafeHeaderValue, Target>({
       max: options.maxEntries,
       ttl: MISSING_TTL_MS,
       perf: { now },
@@ -83,15 +84,18 @@ export class TokenRequests implements ServiceAccountTokens {
         if (typeof token !== "string" || token === "" || expires === undefined) {
           throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest answered without a token");
         }
+        // Checked once here, so that no response carrying it checks it again (it becomes a header value).
+        const headerSafe = safeHeaderValue(token);
+        if (headerSafe === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest answered with a token that is not a header value");
         const lifetime = new Date(expires).getTime() - requested;
         if (!(lifetime > 0)) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest returned an expired token");
         entry.ttl = Math.floor(lifetime * REFRESH_AT);
-        return token;
+        return headerSafe;
       },
     });
   }
 
-  async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<string | undefined> {
+  async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<SafeHeaderValue | undefined> {
     const key = `${clusterId}/${namespace}/${name}/${ownerUid}`;
     // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
     const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
@@ -99,7 +103,7 @@ export class TokenRequests implements ServiceAccountTokens {
       publishCacheLookup("service_account_token", "hit");
       return hit === MISSING ? undefined : hit;
     }
-    const status: LRUCache.Status<string, string> = {};
+    const status: LRUCache.Status<string, SafeHeaderValue> = {};
     const token = await this.#cache.fetch(key, { context: { clusterId, namespace, name }, status });
     publishCacheLookup("service_account_token", status.fetch);
     if (token === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "no TokenRequest answer");

@@ -7,6 +7,7 @@ import type { PluginTokenReplayAudit } from "../../src/audit/plugin-token-replay
 import { DependencyUnavailable } from "../../src/authz/errors.ts";
 import type { AccessAttributes, Installation } from "../../src/authz/ports.ts";
 import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/authz/revocations.ts";
+import { safeHeaderValue } from "../../src/headers/mutations.ts";
 import type { Ports } from "../../src/server/app.ts";
 import { ids, PINNED_HASH } from "./tokens.ts";
 
@@ -64,7 +65,13 @@ export class FakeWorld implements Ports {
   serviceAccountTokens = {
     token: (clusterId: string, namespace: string, name: string) => {
       this.calls.push(`token ${clusterId} ${namespace}/${name}`);
-      return answer("kube-apiserver", this.tokenAnswer(clusterId, namespace, name));
+      // The real port checks a token once, when it caches it (src/kube/service-account-tokens.ts).
+      return answer("kube-apiserver", this.tokenAnswer(clusterId, namespace, name)).then((token) => {
+        if (token === undefined) return undefined;
+        const safe = safeHeaderValue(token);
+        if (safe === undefined) throw new DependencyUnavailable("kube-apiserver", "not a header value (fake)");
+        return safe;
+      });
     },
   };
   installations = {

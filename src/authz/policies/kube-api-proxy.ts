@@ -22,7 +22,7 @@ import type {
 import { start } from "../started.ts";
 import { passed, trace } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
-import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
+import { bearerCredential, mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
 import { type KubePath, kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
 import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
@@ -252,9 +252,9 @@ async function allAllowed(review: UserAccessReview, clusterId: string, userId: s
 }
 
 /** The caller's credential never travels on: the injected ServiceAccount token replaces it, in Authorization only. */
-function credentialSwap(request: HttpRequest, saToken: string) {
+function credentialSwap(request: HttpRequest, saToken: SafeHeaderValue) {
   const ws = websocketBearerDropped(request.headers);
-  return mutations(request.headers, { authorization: `Bearer ${saToken}`, ...ws.set }, ["cookie", ...ws.remove]);
+  return mutations(request.headers, ws.set, ["cookie", ...ws.remove], { authorization: bearerCredential(saToken) });
 }
 
 function auditLine(request: HttpRequest, claims: PluginClaims, trail: AuditTrail, decision: string): PluginRequestAudit {

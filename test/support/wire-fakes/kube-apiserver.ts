@@ -63,6 +63,8 @@ export class FakeKubeApi extends HttpFake {
   readonly serviceAccounts = new Set<string>();
   /** The lifetime of issued tokens; portcullis refreshes at 80% of it. */
   tokenLifetimeSeconds = 3600;
+  /** When set, the text of every token handed out (a broken or hostile API server's); a random token otherwise. */
+  tokenText: string | undefined = undefined;
   /** Every ServiceAccount token handed out: none of them may ever appear in a log. */
   readonly issuedTokens: string[] = [];
   readonly sarSpecs: SubjectAccessReviewSpec[] = [];
@@ -197,7 +199,7 @@ export class FakeKubeApi extends HttpFake {
       status(res, 404, "NotFound", `serviceaccounts "${name}" not found`);
       return;
     }
-    const token = `sa-${randomBytes(24).toString("base64url")}`;
+    const token = this.tokenText ?? `sa-${randomBytes(24).toString("base64url")}`;
     this.issuedTokens.push(token);
     json(res, 201, {
       apiVersion: "authentication.k8s.io/v1",
