@@ -43,6 +43,9 @@ const listenTls = z
   .strict()
   .refine((t) => !t.requireClientCert || t.clientCaFile !== undefined, { message: "requireClientCert needs clientCaFile", path: ["requireClientCert"] });
 
+/** The CA bundle of Envoy's image (Debian/Ubuntu's path): clusterRegistry.envoyCaFile's default. */
+export const ENVOY_IMAGE_CA_FILE = "/etc/ssl/certs/ca-certificates.crt";
+
 export const configSchema = z
   .object({
     listen: z
@@ -172,6 +175,11 @@ export const configSchema = z
         namespace: dnsLabel.describe("namespace of the management cluster holding the cluster Secrets (label portcullis.fundament.io/secret-type: cluster)"),
         kubeconfig: z.string().min(1).optional().describe("kubeconfig of the management cluster; in-cluster configuration (portcullis's own cluster) when absent"),
         context: z.string().min(1).optional(),
+        envoyCaFile: z
+          .string()
+          .regex(/^\//, "expected an absolute file path (as Envoy sees it)")
+          .default(ENVOY_IMAGE_CA_FILE)
+          .describe("CA bundle, as Envoy sees it, that Envoy verifies a registered cluster's API server with when its Secret has no ca.crt (served by CDS); the default is the bundle of Envoy's image"),
       })
       .strict()
       .optional()

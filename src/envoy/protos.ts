@@ -7,7 +7,7 @@ import * as protoLoader from "@grpc/proto-loader";
 export const PROTO_ROOT = resolve(import.meta.dirname, "../../protos/envoy");
 
 // Proto field names (keepCase) so messages look like Envoy's YAML/JSON and docs.
-const LOAD_OPTIONS: protoLoader.Options = {
+export const LOAD_OPTIONS: protoLoader.Options = {
   keepCase: true,
   longs: String,
   enums: String,

@@ -24,9 +24,10 @@ import type {
   UserAccessReview,
 } from "../authz/ports.ts";
 import { readSecret } from "../config/load.ts";
-import type { Config } from "../config/schema.ts";
+import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { authorizationService, healthService } from "../envoy/protos.ts";
+import { ClusterDiscovery, clusterDiscoveryService } from "../envoy/cluster-discovery.ts";
 import { OpenFgaCanView } from "../fga/can-view.ts";
 import { storeRef } from "../fga/store.ts";
 import { Clusters } from "../kube/clusters.ts";
@@ -79,6 +80,8 @@ export interface Ports {
   fleet?: FleetState;
   /** Dependencies whose state /readyz?verbose shows without gating readiness (the OpenFGA store's resolution). */
   dependencies?: () => DependencyState[];
+  /** The registered clusters' Envoy upstreams, served by CDS (absent in fakes: an empty set is served). */
+  clusterDiscovery?: ClusterDiscovery;
   stop(): Promise<void>;
 }
 
@@ -104,10 +107,12 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger, inactivityMs: config.kube.watch.inactivityMs });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
   const rulesReviews = new SelfSubjectRulesReviews(clusters, { timeoutMs: config.kube.sar.timeoutMs });
+  const clusterDiscovery = new ClusterDiscovery({ envoyCaFile: config.clusterRegistry?.envoyCaFile ?? ENVOY_IMAGE_CA_FILE, logger });
   const registry = await clusterRegistry(config, logger, {
     clusters,
     installations: canView === undefined ? undefined : installations,
     caches: [userAccess, serviceAccountTokens],
+    upstreams: clusterDiscovery,
   });
   const revocations = await revocationIndex(config, logger);
   const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger, config.kube.watch.inactivityMs);
@@ -121,6 +126,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     ...(revocations === undefined ? {} : { revocations: revocations.index }),
     konfidence: konfidence?.ports,
     dependencies: () => (canView === undefined ? [] : [canView.storeState()]),
+    clusterDiscovery,
     // Until the registry has listed once the fleet is unknown; a later outage of it keeps the clusters it registered.
     ready: () => (registry?.registry.hasSynced ?? true) && installations.ready && (revocations?.index.hasSynced ?? true) && (konfidence?.projects.hasSynced ?? true),
     fleet: () => ({ registered: clusters.counts(), registrySynced: registry?.registry.synced }),
@@ -156,7 +162,7 @@ async function clusterRegistry(
 ): Promise<{ registry: ClusterRegistry; cluster: Clusters } | undefined> {
   const source = config.clusterRegistry;
   if (source === undefined) return undefined;
-  const { namespace, ...kubeconfig } = source;
+  const { namespace, envoyCaFile: _, ...kubeconfig } = source;
   const cluster = await Clusters.load([{ id: "cluster-registry", ...kubeconfig }]);
   const registry = new ClusterRegistry(cluster.get("cluster-registry")!, clusterFleet(fleet), { logger, namespace, inactivityMs: config.kube.watch.inactivityMs });
   registry.start().catch((err: unknown) => logger.error({ err }, "cluster registry failed to start"));
@@ -296,6 +302,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
   });
   grpcServer.addService(healthService(), health.handlers());
+  // On the ext_authz port: Envoy's cds_config uses the connection it already has to portcullis (envoy/cluster-discovery.ts).
+  const clusterDiscovery = ports.clusterDiscovery ?? new ClusterDiscovery({ envoyCaFile: ENVOY_IMAGE_CA_FILE, logger });
+  grpcServer.addService(clusterDiscoveryService(), clusterDiscovery.handlers());
   const tls = await listenerCredentials(config.listen.tls, logger);
   const grpcPort = await bind(grpcServer, config.listen.grpc, tls.credentials);
 
@@ -354,6 +363,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       logger.info({ in_flight: inFlight }, "drain period over: no longer accepting, answering checks in flight");
       // Before the gRPC stop: open health Watch streams would otherwise hold it until the forced stop.
       health.stop();
+      clusterDiscovery.close();
       // A Check ends within its deadline; twice that bounds the wait for the ones in flight.
       const graceMs = config.check.timeoutMs * 2;
       await Promise.all([shutdownGrpc(grpcServer, graceMs), shutdownGrpc(internalServer, graceMs), closeHttp(admin)]);

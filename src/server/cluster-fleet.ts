@@ -1,7 +1,8 @@
 /**
  * What registering, changing and removing a cluster does to the ports (wiring for
  * kube/cluster-registry.ts). Each step touches that one cluster only: its pool, its
- * PluginInstallation watch, its cached reviews, tokens and readiness answers.
+ * PluginInstallation watch, its cached reviews, tokens and readiness answers, and its Envoy
+ * upstream (served by CDS, envoy/cluster-discovery.ts).
  */
 import { type Clusters, connectCluster, type ClusterCredentials } from "../kube/clusters.ts";
 import type { ClusterFleet } from "../kube/cluster-registry.ts";
@@ -13,10 +14,12 @@ export interface FleetPorts {
   readonly installations: InstallationIndex | undefined;
   /** Caches holding answers per cluster. */
   readonly caches: ReadonlyArray<{ forgetCluster(clusterId: string): void }>;
+  /** Envoy's upstreams of the registered clusters (CDS). */
+  readonly upstreams: { put(cluster: ClusterCredentials): void; remove(clusterId: string): void };
 }
 
 export function clusterFleet(ports: FleetPorts): ClusterFleet {
-  const { clusters, installations, caches } = ports;
+  const { clusters, installations, caches, upstreams } = ports;
   return {
     isStatic: (clusterId) => clusters.sourceOf(clusterId) === "static",
     register(credentials: ClusterCredentials, initial: boolean) {
@@ -28,11 +31,13 @@ export function clusterFleet(ports: FleetPorts): ClusterFleet {
       // From here on every call goes to the new pool: what the old credential or server answered is dropped.
       for (const cache of caches) cache.forgetCluster(credentials.id);
       installations?.add(pooled.cluster, { gatesReadiness: initial });
+      upstreams.put(credentials);
     },
     unregister(clusterId: string) {
       installations?.remove(clusterId);
       clusters.remove(clusterId);
       for (const cache of caches) cache.forgetCluster(clusterId);
+      upstreams.remove(clusterId);
     },
   };
 }
