@@ -24,5 +24,5 @@ USER 1000:1000
 # ext_authz gRPC, internal gRPC (authn-api), admin HTTP.
 EXPOSE 9001 9002 9090
 # Node's flags are portcullis's shipped ones (src/cli/node-flags.ts; test/deploy/node-flags.test.ts).
-ENTRYPOINT ["node", "--max-semi-space-size=8", "src/cli/main.ts"]
+ENTRYPOINT ["node", "--max-semi-space-size=8", "--heap-growing-percent=50", "src/cli/main.ts"]
 CMD ["--config", "/etc/portcullis/config.yaml"]
