@@ -153,6 +153,7 @@ export function renderResults(r: Results): string {
   if (r.memory !== undefined) w(...memory(r), "", ...sizing(r), "");
   w(...flagsSection(r), "");
   if (r.fleet !== undefined) w(fleetSection(r.fleet), "");
+  if (r.fleetError !== undefined) w("## Fleet", "", `**The fleet benchmark failed in this run:** ${r.fleetError.split("\n")[0]}`, "");
   if (r.hotPath !== undefined) {
     const base = r.hotPath.find((x) => x.scenario === "noop")?.cpuUsPerCheck;
     w(

@@ -64,5 +64,7 @@ export interface Results {
   readonly profile?: { scenario: string; totalMs: number; rows: SelfTime[]; requests: number };
   readonly hotPath?: Array<{ scenario: string; cpuUsPerCheck: number; checks: number }>;
   readonly fleet?: FleetResult;
+  /** Why the fleet benchmark did not finish, when it did not. */
+  readonly fleetError?: string;
   readonly commands: string[];
 }
