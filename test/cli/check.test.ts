@@ -44,6 +44,7 @@ describe("portcullis check --server (the ext_authz gRPC port)", () => {
         "status:   200",
         "set on the upstream request:",
         "  authorization: Bearer <redacted>",
+        `  x-fundament-kube-api-cluster: kube-api-${ids.cluster}`,
         "removed from the upstream request:",
         "  cookie",
         "",
@@ -93,6 +94,7 @@ describe("portcullis check --server (the ext_authz gRPC port)", () => {
     expect(JSON.parse(res.stdout).mutations.set).toEqual({
       authorization: "Bearer <redacted>",
       "sec-websocket-protocol": "v5.channel.k8s.io",
+      "x-fundament-kube-api-cluster": `kube-api-${ids.cluster}`,
     });
     expect(res.stdout).not.toContain(Buffer.from(SA_PLUGIN).toString("base64url"));
   });

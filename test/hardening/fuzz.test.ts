@@ -348,6 +348,8 @@ function wrongAllow(spec: RequestSpec, world: WorldSpec, res: CheckResponseMessa
   if (!user && pluginCred === undefined) return "kube-api-proxy allowed without a token valid for this cluster";
   if (world.token !== "issued") return "allowed without a ServiceAccount token";
   if (!String(set["authorization"] ?? "").startsWith("Bearer sa-token-for-")) return "allowed without swapping in the ServiceAccount token";
+  // Envoy routes a registered cluster by this header: always the URL's cluster, whatever the client sent.
+  if (set["x-fundament-kube-api-cluster"] !== `kube-api-${clusterInUrl}`) return "allowed without naming the URL's cluster as the upstream";
   if (pluginCred !== undefined && !user) {
     if (spec.extra.some(([name]) => name.toLowerCase().startsWith("impersonate-"))) return "plugin request allowed with impersonation";
     // The world's installation spec is the one at ids.installation; grafana (the other) is always usable.

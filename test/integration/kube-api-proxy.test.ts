@@ -6,12 +6,15 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FakeWorld, installation } from "../support/fakes.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
+import { envoyCheckRequest } from "../support/envoy.ts";
 import { ids, OLD_SECRET, pluginToken, sign, userClaims, userToken } from "../support/tokens.ts";
 
 const base = `/clusters/${ids.cluster}`;
 const SA_PLUGIN = "sa-token-for-plugin-cert-manager-plugin-cert-manager";
 const SA_USER = `sa-token-for-fundament-system-fundament-${ids.user}`;
 const OVERWRITE = ["OVERWRITE_IF_EXISTS_OR_ADD"];
+/** Routes a registered cluster's request in Envoy (src/authz/kube-api-upstream.ts): always the URL's cluster. */
+const UPSTREAM = { "x-fundament-kube-api-cluster": `kube-api-${ids.cluster}` };
 
 let world: FakeWorld;
 let server: TestServer;
@@ -39,7 +42,7 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     expect(res).toEqual({
       allowed: true,
       grpc: 0,
-      set: { authorization: `Bearer ${SA_PLUGIN}` },
+      set: { authorization: `Bearer ${SA_PLUGIN}`, ...UPSTREAM },
       appendActions: OVERWRITE,
       removed: ["cookie", "x-fundament-user-id"],
     });
@@ -136,7 +139,7 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     if (!res.allowed) return;
     expect(world.sarRequests.map((a) => a.verb).sort()).toEqual(["create", "get"]);
     // The injected token travels in Authorization only; the caller's bearer subprotocol is dropped.
-    expect(res.set).toEqual({ authorization: `Bearer ${SA_PLUGIN}`, "sec-websocket-protocol": "v5.channel.k8s.io" });
+    expect(res.set).toEqual({ authorization: `Bearer ${SA_PLUGIN}`, "sec-websocket-protocol": "v5.channel.k8s.io", ...UPSTREAM });
   });
 
   it("audits a request that ran past the check deadline with the 503 Envoy was given, never a late allow", async () => {
@@ -204,7 +207,7 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
 describe("kube-api-proxy: UserToken path (aud=fundament-user)", () => {
   it("forwards with the user's own per-user ServiceAccount token, from Bearer", async () => {
     const res = await check(`${base}/api/v1/namespaces/team-a/pods`, await bearer(userToken()));
-    expect(res).toEqual({ allowed: true, grpc: 0, set: { authorization: `Bearer ${SA_USER}` }, appendActions: OVERWRITE, removed: [] });
+    expect(res).toEqual({ allowed: true, grpc: 0, set: { authorization: `Bearer ${SA_USER}`, ...UPSTREAM }, appendActions: OVERWRITE, removed: [] });
     expect(world.calls).toEqual([`canView ${ids.user} ${ids.cluster}`, `token ${ids.cluster} fundament-system/fundament-${ids.user}`]);
     expect(world.sarRequests).toEqual([]);
   });
@@ -297,6 +300,37 @@ describe("kube-api-proxy: UserToken path (aud=fundament-user)", () => {
     await check(`${base}/api/v1/pods`, await bearer(userToken()));
     await new Promise((r) => setTimeout(r, 50));
     expect(server.logs.filter((l) => l["audit"] === "plugin_request").length).toBe(before);
+  });
+});
+
+describe("kube-api-proxy: the upstream Envoy routes a registered cluster to", () => {
+  const clientSent: Array<{ name: string; headers: Record<string, string> }> = [
+    { name: "none", headers: {} },
+    { name: "another cluster's", headers: { "x-fundament-kube-api-cluster": `kube-api-${ids.otherCluster}` } },
+    { name: "another Envoy cluster", headers: { "x-fundament-kube-api-cluster": "portcullis" } },
+    { name: "an empty one", headers: { "x-fundament-kube-api-cluster": "" } },
+  ];
+  const tokens = [
+    { token: "UserToken", bearer: () => bearer(userToken()) },
+    { token: "PluginToken", bearer: () => bearer(pluginToken()) },
+  ];
+  const rows = tokens.flatMap((t) => clientSent.map((c) => ({ ...t, ...c })));
+
+  it.each(rows)("$token, client-sent header $name: overwritten with the URL's cluster on allow", async ({ bearer: credential, headers }) => {
+    const res = await check(`${base}/api/v1/namespaces/team-a/pods`, { ...(await credential()), ...headers });
+    expect(res).toMatchObject({ allowed: true, appendActions: OVERWRITE });
+    if (!res.allowed) return;
+    expect(res.set["x-fundament-kube-api-cluster"]).toBe(`kube-api-${ids.cluster}`);
+    // Set (overwriting), so never also in the removals.
+    expect(res.removed).not.toContain("x-fundament-kube-api-cluster");
+  });
+
+  it.each(rows)("$token, client-sent header $name: a denial routes nothing and carries no header", async ({ bearer: credential, headers }) => {
+    world.canViewAnswer = false;
+    const res = await server.checkRaw(envoyCheckRequest({ method: "GET", path: `${base}/api/v1/namespaces/team-a/pods`, headers: { ...(await credential()), ...headers }, policy: "kube-api-proxy" }));
+    expect(res.denied_response?.status?.code).toBe("Forbidden");
+    expect(res.ok_response).toBeUndefined();
+    expect((res.denied_response?.headers ?? []).map((h) => h.header?.key)).not.toContain("x-fundament-kube-api-cluster");
   });
 });
 

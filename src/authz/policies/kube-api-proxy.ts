@@ -23,6 +23,7 @@ import { start } from "../started.ts";
 import { passed, trace } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { bearerCredential, mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
+import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../kube-api-upstream.ts";
 import { type KubePath, kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
 import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
@@ -120,7 +121,7 @@ async function userRequest(
   const saToken = await token.result();
   trace("user-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("user-unavailable", "you have no identity on this cluster yet");
-  return allow(credentialSwap(request, saToken));
+  return allow(credentialSwap(request, clusterId, saToken));
 }
 
 async function auditedPluginRequest(
@@ -225,7 +226,7 @@ async function pluginRequest(
   const saToken = await pluginToken.result();
   trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");
-  return allow(credentialSwap(request, saToken));
+  return allow(credentialSwap(request, clusterId, saToken));
 }
 
 /** A WebSocket GET on pods/exec|attach|portforward needs both get and create (Kubernetes ≥ 1.35). */
@@ -251,10 +252,14 @@ async function allAllowed(review: UserAccessReview, clusterId: string, userId: s
   return answers.every(Boolean);
 }
 
-/** The caller's credential never travels on: the injected ServiceAccount token replaces it, in Authorization only. */
-function credentialSwap(request: HttpRequest, saToken: SafeHeaderValue) {
+/**
+ * The caller's credential never travels on: the injected ServiceAccount token replaces it, in
+ * Authorization only. The upstream is the URL's cluster (a known id: checked before any allow),
+ * named for Envoy's registered-cluster route whatever the client sent (kube-api-upstream.ts).
+ */
+function credentialSwap(request: HttpRequest, clusterId: string, saToken: SafeHeaderValue) {
   const ws = websocketBearerDropped(request.headers);
-  return mutations(request.headers, ws.set, ["cookie", ...ws.remove], { authorization: bearerCredential(saToken) });
+  return mutations(request.headers, { ...ws.set, [KUBE_API_CLUSTER_HEADER]: kubeApiEnvoyCluster(clusterId) }, ["cookie", ...ws.remove], { authorization: bearerCredential(saToken) });
 }
 
 function auditLine(request: HttpRequest, claims: PluginClaims, trail: AuditTrail, decision: string): PluginRequestAudit {
