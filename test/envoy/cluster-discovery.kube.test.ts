@@ -55,9 +55,12 @@ beforeAll(async () => {
   client = new loaded.envoy.service.cluster.v3.ClusterDiscoveryService(`127.0.0.1:${portcullis.server.grpcPort}`, grpc.credentials.createInsecure());
 }, 180_000);
 
+/** The last test stops portcullis itself. */
+let stopped = false;
+
 afterAll(async () => {
   client?.close();
-  await portcullis?.stop();
+  if (!stopped) await portcullis?.stop();
   await ports?.stop();
   await api?.stop();
 });
@@ -209,12 +212,17 @@ describe("CDS on the ext_authz port, fed by the cluster registry", () => {
     envoy.close();
   });
 
-  it("pushes a new version when a Secret registers a cluster, and another when it is removed", async () => {
+  it("pushes a new version to every open stream when a Secret registers a cluster, and another when it is removed", async () => {
     const envoy = new EnvoyStream();
+    const otherEnvoy = new EnvoyStream();
     envoy.send({});
+    otherEnvoy.send({});
     const before = await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a");
+    await otherEnvoy.until((n) => n.includes(`kube-api-${A}`), "cluster a, on the other stream");
     await apply(clusterSecret("cluster-b", B, { "ca.crt": undefined, "tls-server-name": "kubernetes.default" }));
     const added = await envoy.until((n) => n.includes(`kube-api-${B}`), "cluster b");
+    expect((await otherEnvoy.until((n) => n.includes(`kube-api-${B}`), "cluster b, on the other stream")).version_info).toBe(added.version_info);
+    otherEnvoy.close();
     expect(names(added)).toEqual([`kube-api-${A}`, `kube-api-${B}`].sort());
     expect(added.version_info).not.toBe(before.version_info);
     expect(added.nonce).not.toBe(before.nonce);
@@ -274,5 +282,15 @@ describe("CDS on the ext_authz port, fed by the cluster registry", () => {
     envoy.send({ type_url: "type.googleapis.com/envoy.config.listener.v3.Listener" });
     expect(await envoy.next(5_000)).toBeUndefined();
     expect(envoy.error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+
+  it("ends open streams at shutdown with OK (Envoy reconnects to another replica), never holding the server until the forced stop", async () => {
+    const envoy = new EnvoyStream();
+    envoy.send({});
+    await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a");
+    const status = new Promise<number>((resolveStatus) => envoy.call.on("status", (s: grpc.StatusObject) => resolveStatus(s.code)));
+    await portcullis.stop();
+    stopped = true;
+    expect(await status).toBe(grpc.status.OK);
   });
 });
