@@ -75,10 +75,13 @@ function readHeaders(http: NonNullable<NonNullable<NonNullable<CheckRequestMessa
     }
     return out;
   }
-  for (const [k, v] of Object.entries(http.headers ?? {})) {
+  const headers = http.headers;
+  if (headers === undefined) return out;
+  for (const k of Object.keys(headers)) {
     // Envoy sends lower-case keys; a sender that does not must not get one of two values dropped.
     const name = k.toLowerCase();
-    out[name] = name in out ? `${out[name]}, ${String(v)}` : String(v);
+    const v = String(headers[k]);
+    out[name] = name in out ? `${out[name]}, ${v}` : v;
   }
   return out;
 }

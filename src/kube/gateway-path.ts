@@ -33,17 +33,27 @@ export const FORWARDED_ROOTS: ReadonlySet<string> = new Set(["api", "apis", "ver
  * have removed dot segments and empty segments; one that still arrives is refused rather than guessed at.
  */
 export function kubePathOf(rest: string): KubePath {
-  let decoded: string;
-  try {
-    decoded = decodeURIComponent(rest);
-  } catch {
-    return { kind: "malformed", detail: "invalid percent-encoding" };
+  let decoded = rest;
+  // Without a `%` there is nothing to decode (decodeURIComponent would return the same text).
+  if (rest.includes("%")) {
+    try {
+      decoded = decodeURIComponent(rest);
+    } catch {
+      return { kind: "malformed", detail: "invalid percent-encoding" };
+    }
   }
   if (/[\x00-\x1f\x7f]/.test(decoded)) return { kind: "malformed", detail: "control character in path" };
-  const trimmed = decoded.replace(/\/$/, "");
-  const segments = trimmed === "" ? [] : trimmed.split("/").slice(1);
-  if (segments.some((s) => s === "." || s === "..")) return { kind: "malformed", detail: "dot segment in path" };
-  if (segments.some((s) => s === "")) return { kind: "malformed", detail: "empty segment in path" };
-  if (!FORWARDED_ROOTS.has(segments[0] ?? "")) return { kind: "not-found" };
+  const trimmed = decoded.endsWith("/") ? decoded.slice(0, -1) : decoded;
+  // parts[0] is what precedes the first "/" (nothing, for a path): the segments follow it.
+  const parts = trimmed === "" ? [] : trimmed.split("/");
+  let dotSegment = false;
+  let emptySegment = false;
+  for (let i = 1; i < parts.length; i++) {
+    if (parts[i] === "." || parts[i] === "..") dotSegment = true;
+    else if (parts[i] === "") emptySegment = true;
+  }
+  if (dotSegment) return { kind: "malformed", detail: "dot segment in path" };
+  if (emptySegment) return { kind: "malformed", detail: "empty segment in path" };
+  if (!FORWARDED_ROOTS.has(parts[1] ?? "")) return { kind: "not-found" };
   return { kind: "ok", path: decoded };
 }
