@@ -11,7 +11,7 @@ import { LRUCache } from "lru-cache";
 import type { AccessAttributes, Installation } from "../src/authz/ports.ts";
 import type { Ports } from "../src/server/app.ts";
 import { type SafeHeaderValue, safeHeaderValue } from "../src/headers/mutations.ts";
-import { reviewFor } from "../src/kube/user-access-review.ts";
+import { reviewKey } from "../src/kube/user-access-review.ts";
 import { publishCacheLookup } from "../src/metrics/events.ts";
 import type { BenchWorld } from "./workload.ts";
 
@@ -57,8 +57,7 @@ export function warmPorts(world: BenchWorld): Ports {
     },
     userAccess: {
       async allowed(clusterId: string, userId: string, attributes: AccessAttributes) {
-        const body = reviewFor(userId, attributes);
-        const key = JSON.stringify([clusterId, body.spec]);
+        const key = reviewKey(clusterId, userId, attributes);
         const hit = sar.get(key, NO_DELETE);
         if (hit !== undefined) {
           publishCacheLookup("subject_access_review", "hit");

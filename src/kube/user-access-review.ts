@@ -65,16 +65,16 @@ export class SubjectAccessReviews implements UserAccessReview {
   }
 
   async allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean> {
-    const body = reviewFor(userId, attributes);
-    const status: LRUCache.Status<string, boolean> = {};
-    const key = reviewKey(clusterId, body);
+    const key = reviewKey(clusterId, userId, attributes);
     // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
     const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
     if (hit !== undefined) {
       publishCacheLookup("subject_access_review", "hit");
       return hit;
     }
-    const answer = await this.#cache.fetch(key, { context: { clusterId, body }, status });
+    // The review itself is built only when it may be sent.
+    const status: LRUCache.Status<string, boolean> = {};
+    const answer = await this.#cache.fetch(key, { context: { clusterId, body: reviewFor(userId, attributes) }, status });
     publishCacheLookup("subject_access_review", status.fetch);
     if (answer === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "no SubjectAccessReview answer");
     return answer;
@@ -102,12 +102,16 @@ export function verdictOf(status: V1SubjectAccessReviewStatus | undefined): "all
 }
 
 /**
- * The cache key of one review: the cluster, then the SHA-256 of the whole spec. The spec carries
- * what the URL named, which a caller shapes; hashed, it is 43 characters. The cluster comes first
- * in the clear so that a replaced or removed cluster's answers can be found and dropped.
+ * The cache key of one review: the cluster, then the SHA-256 of what the review's spec is made from
+ * (reviewFor: the user and every attribute, in a fixed order), so a hit builds no review. Equal keys
+ * are equal specs. The attributes carry what the URL named, which a caller shapes; hashed, they are
+ * 43 characters. The cluster comes first in the clear so that a replaced or removed cluster's
+ * answers can be found and dropped.
  */
-export function reviewKey(clusterId: string, review: V1SubjectAccessReview): string {
-  return `${clusterId}/${hash("sha256", JSON.stringify(review.spec), "base64url")}`;
+export function reviewKey(clusterId: string, userId: string, a: AccessAttributes): string {
+  const asked =
+    a.kind === "resource" ? [userId, a.verb, a.group, a.version, a.resource, a.subresource, a.namespace, a.name] : [userId, a.verb, a.path];
+  return `${clusterId}/${hash("sha256", JSON.stringify(asked), "base64url")}`;
 }
 
 /** The SubjectAccessReview the API server would evaluate for the user's ServiceAccount making this request. */
