@@ -24,8 +24,12 @@ import { CoreV1Api, CustomObjectsApi, type KubernetesListObject, type Kubernetes
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
+import { type ListSlots, PROCESS_LIST_SLOTS } from "./list-slots.ts";
 
-/** The longest a list may take before it counts as failed and is retried with backoff. */
+/**
+ * The longest a list may take before it counts as failed and is retried with backoff, from when it
+ * got one of the process's list slots (list-slots.ts): waiting for a slot is not a failure.
+ */
 const LIST_TIMEOUT_MS = 10_000;
 
 /**
@@ -105,6 +109,8 @@ export interface WatchedIndexOptions {
   readonly maxBackoffMs?: number;
   /** No event or bookmark for this long: unsynced, then relisted (DEFAULT_WATCH_INACTIVITY_MS). */
   readonly inactivityMs?: number;
+  /** Bounds how many lists run at once; every index shares PROCESS_LIST_SLOTS unless a test passes its own. */
+  readonly listSlots?: ListSlots;
 }
 
 /** How the index names itself in log lines: `{index} index synced`, `{ objects: size }`. */
@@ -119,6 +125,7 @@ export function resolveWatchOptions(options: WatchedIndexOptions): Required<Watc
     initialBackoffMs: options.initialBackoffMs ?? 250,
     maxBackoffMs: options.maxBackoffMs ?? 30_000,
     inactivityMs: options.inactivityMs ?? DEFAULT_WATCH_INACTIVITY_MS,
+    listSlots: options.listSlots ?? PROCESS_LIST_SLOTS,
   };
 }
 
@@ -139,6 +146,8 @@ export class WatchedIndex<T extends KubernetesObject> {
   #probeTimer: NodeJS.Timeout | undefined;
   /** Ends the live watch so that ListWatch lists again in place; unset while no watch is live. */
   #listAgain: (() => void) | undefined;
+  /** Aborted when the current list+watch is given up on: its list leaves the queue, or stops and frees its slot. */
+  #givenUp: AbortController | undefined;
   /**
    * Which list+watch is current. Every failure moves it on, so callbacks of a watch already given
    * up on (its abort ends it once more) are ignored instead of restarting the index again.
@@ -171,14 +180,17 @@ export class WatchedIndex<T extends KubernetesObject> {
   async start(): Promise<void> {
     if (this.#stopped) return;
     const generation = this.#generation;
+    const givenUp = new AbortController();
+    this.#givenUp = givenUp;
     const { path, list: listObjects } = listerOf<T>(this.#cluster, this.#resource);
     const listWatch = new ListWatch<T>(
       path,
       this.#guardedWatch(generation),
       // client-node sets no deadline on the list: a list the API server never answers would keep the
-      // index unsynced for undici's 300 s default, long after the server is healthy again.
+      // index unsynced for undici's 300 s default, long after the server is healthy again. Lists
+      // (the first, and every one in place) wait for a slot; the deadline runs from the slot.
       async () => {
-        const list = await listObjects(AbortSignal.timeout(LIST_TIMEOUT_MS));
+        const list = await this.#options.listSlots.run(listObjects, { timeoutMs: LIST_TIMEOUT_MS, signal: givenUp.signal });
         this.#heardFrom(generation);
         return list;
       },
@@ -310,6 +322,7 @@ export class WatchedIndex<T extends KubernetesObject> {
     this.#generation++;
     this.#synced = false;
     this.#listAgain = undefined;
+    this.#givenUp?.abort(new Error("list+watch given up on"));
     clearTimeout(this.#probeTimer);
     clearTimeout(this.#silenceTimer);
     return this.#listWatch?.stop() ?? Promise.resolve();

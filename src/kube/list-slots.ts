@@ -1,0 +1,102 @@
+/**
+ * How many lists of watched resources run at once across the process, over every cluster.
+ * A list is the expensive start of a watch: on a fresh pool it carries the TLS handshake, and its
+ * answer is parsed whole. With 1,000 clusters starting (or reconnecting) together on a starved core,
+ * every list began at once, all of them hit the list timeout together and all retried together
+ * (bench/fleet.ts, issue 16: 3,015 lists and 59 s to sync 1,000 clusters at load average 20). A list
+ * waiting here has not started: its deadline counts from when it gets a slot, and its index is
+ * simply not synced yet. Watch streams are long-lived and cheap once open, so they are not counted.
+ */
+
+/**
+ * Enough lists at once to keep a healthy fleet syncing quickly (a list takes tens of ms, so 1,000
+ * clusters list in a few seconds), few enough that their handshakes fit a starved core well within
+ * the list timeout; and room for a score of hung API servers, each holding a slot for at most the
+ * list timeout, with slots left for everyone else.
+ */
+export const MAX_CONCURRENT_LISTS = 32;
+
+export interface ListSlotOptions {
+  /** The deadline of the list, counted from when it gets a slot. */
+  readonly timeoutMs: number;
+  /** The list is no longer wanted: it leaves the queue, or is aborted if running. */
+  readonly signal?: AbortSignal;
+}
+
+/** A counted FIFO queue of lists. */
+export class ListSlots {
+  readonly #limit: number;
+  #running = 0;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(limit: number) {
+    if (!Number.isInteger(limit) || limit < 1) throw new TypeError(`list slots: limit must be a positive integer, got ${limit}`);
+    this.#limit = limit;
+  }
+
+  /** Lists running now, and waiting for a slot (for tests and metrics). */
+  get running(): number {
+    return this.#running;
+  }
+
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+
+  /**
+   * Runs `list` once a slot is free, in arrival order, with a signal that aborts `timeoutMs` after it
+   * started or when `options.signal` does. The slot is freed when the list settles or at that
+   * abort, whichever is first: a list that ignores its signal still holds a slot no longer than its
+   * deadline.
+   */
+  async run<T>(list: (signal: AbortSignal) => Promise<T>, options: ListSlotOptions): Promise<T> {
+    await this.#acquire(options.signal);
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new DOMException(`list took longer than ${options.timeoutMs} ms`, "TimeoutError")), options.timeoutMs);
+    const signal = options.signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, options.signal]);
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([list(signal), aborted]);
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort!);
+      this.#release();
+    }
+  }
+
+  #acquire(signal: AbortSignal | undefined): Promise<void> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#running < this.#limit) {
+      this.#running++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        const at = this.#waiting.indexOf(take);
+        if (at !== -1) this.#waiting.splice(at, 1);
+        reject(signal!.reason);
+      };
+      // #release hands its slot over: the count stays as it is.
+      const take = () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#waiting.push(take);
+    });
+  }
+
+  #release(): void {
+    const next = this.#waiting.shift();
+    if (next === undefined) this.#running--;
+    else next();
+  }
+}
+
+/** The one limiter every watched index lists through, unless a test hands it its own. */
+export const PROCESS_LIST_SLOTS = new ListSlots(MAX_CONCURRENT_LISTS);
