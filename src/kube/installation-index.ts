@@ -9,6 +9,7 @@
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 import type { Cluster } from "./clusters.ts";
+import { FLEET_LIST_SLOTS } from "./list-slots.ts";
 import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
 import { DependencyUnavailable } from "../authz/errors.ts";
 import type { Installation, InstallationLookup } from "../authz/ports.ts";
@@ -96,7 +97,9 @@ export class InstallationIndex implements InstallationLookup {
   #started = false;
 
   constructor(clusters: readonly Cluster[], options: WatchedIndexOptions) {
-    this.#options = resolveWatchOptions(options);
+    // Every cluster's list queues for the same few slots: 1,000 clusters starting at once on a
+    // starved core would otherwise all time out together and retry together (list-slots.ts).
+    this.#options = resolveWatchOptions({ listSlots: FLEET_LIST_SLOTS, ...options });
     for (const cluster of clusters) this.#clusters.set(cluster.id, this.#indexOf(cluster, true));
   }
 

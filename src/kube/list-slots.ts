@@ -1,11 +1,15 @@
 /**
- * How many lists of watched resources run at once across the process, over every cluster.
+ * How many lists of the fleet's watched resources (every cluster's PluginInstallations) run at once
+ * across the process.
  * A list is the expensive start of a watch: on a fresh pool it carries the TLS handshake, and its
  * answer is parsed whole. With 1,000 clusters starting (or reconnecting) together on a starved core,
  * every list began at once, all of them hit the list timeout together and all retried together
  * (bench/fleet.ts, issue 16: 3,015 lists and 59 s to sync 1,000 clusters at load average 20). A list
  * waiting here has not started: its deadline counts from when it gets a slot, and its index is
  * simply not synced yet. Watch streams are long-lived and cheap once open, so they are not counted.
+ * The process's single indexes (the cluster registry, the Revocations, Konfidence's Projects) do
+ * not queue here: each is one list, and behind a fleet of hung API servers the deny-list or the
+ * registry would wait minutes.
  */
 
 /**
@@ -14,7 +18,7 @@
  * the list timeout; and room for a score of hung API servers, each holding a slot for at most the
  * list timeout, with slots left for everyone else.
  */
-export const MAX_CONCURRENT_LISTS = 32;
+export const MAX_CONCURRENT_FLEET_LISTS = 32;
 
 export interface ListSlotOptions {
   /** The deadline of the list, counted from when it gets a slot. */
@@ -23,14 +27,14 @@ export interface ListSlotOptions {
   readonly signal?: AbortSignal;
 }
 
-/** A counted FIFO queue of lists. */
+/** A counted FIFO queue of lists; a limit of Infinity never queues (the same deadline and abort). */
 export class ListSlots {
   readonly #limit: number;
   #running = 0;
   readonly #waiting: Array<() => void> = [];
 
   constructor(limit: number) {
-    if (!Number.isInteger(limit) || limit < 1) throw new TypeError(`list slots: limit must be a positive integer, got ${limit}`);
+    if (limit !== Number.POSITIVE_INFINITY && (!Number.isInteger(limit) || limit < 1)) throw new TypeError(`list slots: limit must be a positive integer or Infinity, got ${limit}`);
     this.#limit = limit;
   }
 
@@ -98,5 +102,5 @@ export class ListSlots {
   }
 }
 
-/** The one limiter every watched index lists through, unless a test hands it its own. */
-export const PROCESS_LIST_SLOTS = new ListSlots(MAX_CONCURRENT_LISTS);
+/** The one limiter every cluster's PluginInstallation index lists through, unless a test hands it its own. */
+export const FLEET_LIST_SLOTS = new ListSlots(MAX_CONCURRENT_FLEET_LISTS);

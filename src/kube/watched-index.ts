@@ -24,11 +24,11 @@ import { CoreV1Api, CustomObjectsApi, type KubernetesListObject, type Kubernetes
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
-import { type ListSlots, PROCESS_LIST_SLOTS } from "./list-slots.ts";
+import { ListSlots } from "./list-slots.ts";
 
 /**
  * The longest a list may take before it counts as failed and is retried with backoff, from when it
- * got one of the process's list slots (list-slots.ts): waiting for a slot is not a failure.
+ * got a list slot (list-slots.ts): waiting for one is not a failure.
  */
 const LIST_TIMEOUT_MS = 10_000;
 
@@ -109,7 +109,7 @@ export interface WatchedIndexOptions {
   readonly maxBackoffMs?: number;
   /** No event or bookmark for this long: unsynced, then relisted (DEFAULT_WATCH_INACTIVITY_MS). */
   readonly inactivityMs?: number;
-  /** Bounds how many lists run at once; every index shares PROCESS_LIST_SLOTS unless a test passes its own. */
+  /** Bounds how many lists run at once, shared with other indexes (FLEET_LIST_SLOTS); unbounded when absent. */
   readonly listSlots?: ListSlots;
 }
 
@@ -125,7 +125,7 @@ export function resolveWatchOptions(options: WatchedIndexOptions): Required<Watc
     initialBackoffMs: options.initialBackoffMs ?? 250,
     maxBackoffMs: options.maxBackoffMs ?? 30_000,
     inactivityMs: options.inactivityMs ?? DEFAULT_WATCH_INACTIVITY_MS,
-    listSlots: options.listSlots ?? PROCESS_LIST_SLOTS,
+    listSlots: options.listSlots ?? new ListSlots(Number.POSITIVE_INFINITY),
   };
 }
 

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { DependencyUnavailable } from "../../src/authz/errors.ts";
 import { Clusters } from "../../src/kube/clusters.ts";
 import { InstallationIndex } from "../../src/kube/installation-index.ts";
-import { ListSlots } from "../../src/kube/list-slots.ts";
+import { FLEET_LIST_SLOTS, ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../../src/kube/list-slots.ts";
 import { ids, PINNED_HASH } from "../support/tokens.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
 import { until } from "../support/wire-fakes/wired.ts";
@@ -163,7 +163,20 @@ describe("ListSlots", () => {
     expect([slots.running, slots.waiting]).toEqual([0, 0]);
   });
 
-  it.each([0, -1, 1.5, Number.NaN])("refuses a limit of %s", (limit) => {
+  it("with no limit (a single index of its own) every list starts at once, with the same deadline", async () => {
+    vi.useFakeTimers({ now: 0 });
+    const slots = new ListSlots(Number.POSITIVE_INFINITY);
+    const started: FakeList[] = [];
+    const runs = ["a", "b", "c"].map((name) => enqueue(slots, started, name, { timeoutMs: 1_000 }));
+    await flush();
+    expect(started.map((l) => l.name)).toEqual(["a", "b", "c"]);
+    expect(slots.running).toBe(3);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await Promise.all(runs.map((r) => r.outcome))).toEqual([{ error: "TimeoutError" }, { error: "TimeoutError" }, { error: "TimeoutError" }]);
+    expect(slots.running).toBe(0);
+  });
+
+  it.each([0, -1, 1.5, Number.NaN, Number.NEGATIVE_INFINITY])("refuses a limit of %s", (limit) => {
     expect(() => new ListSlots(limit)).toThrow(TypeError);
   });
 });
@@ -219,6 +232,29 @@ describe("watched indexes list through the shared slots", () => {
       // The watch stream is open and holds no slot.
       expect(healthy.watchers).toBe(1);
     } finally {
+      await index.stop();
+    }
+  }, 15_000);
+
+  it("every cluster's index shares the process's fleet slots unless given its own", async () => {
+    // The fleet's slots all held by lists that never end, until the test gives them up.
+    const holders = new AbortController();
+    const held = Array.from({ length: MAX_CONCURRENT_FLEET_LISTS }, () =>
+      FLEET_LIST_SLOTS.run(() => new Promise<never>(() => {}), { timeoutMs: 60_000, signal: holders.signal }).catch(() => "given up"),
+    );
+    const index = new InstallationIndex([clusters.get("healthy")!], { logger: pino({ level: "silent" }) });
+    const listsBefore = healthy.requests.length;
+    const started = index.start();
+    try {
+      await until(() => FLEET_LIST_SLOTS.waiting === 1, 5_000, "the cluster's list to queue");
+      expect(healthy.requests.length).toBe(listsBefore);
+      expect(lookup(index)).toBe("503");
+      holders.abort(new Error("test over"));
+      await until(() => lookup(index) === "found", 5_000, "the cluster to sync once a slot is free");
+      await started;
+      expect(await Promise.all(held)).toEqual(held.map(() => "given up"));
+    } finally {
+      holders.abort(new Error("test over"));
       await index.stop();
     }
   }, 15_000);
