@@ -155,8 +155,9 @@ describe("memory", () => {
 
   it("docs/deployment.md states the same limit and request", () => {
     const doc = read("docs/deployment.md");
-    expect(doc).toContain(`limit, **${resources.limits.memory.replace("Gi", " GiB")}**`);
-    expect(doc).toContain(`request, **${resources.requests.memory.replace("Mi", " MiB")}**`);
+    const spelled = (quantity: string) => quantity.replace(/(Mi|Gi)$/, " $1B");
+    expect(doc).toContain(`limit, **${spelled(resources.limits.memory)}**`);
+    expect(doc).toContain(`request, **${spelled(resources.requests.memory)}**`);
     expect(doc).toMatch(/cached\s+users per GiB/);
     expect(doc).toMatch(/indexed installations per GiB/);
   });
