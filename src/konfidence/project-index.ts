@@ -17,7 +17,7 @@ import { type BindingProblem, compileRoleBindings } from "./role-bindings.ts";
 import type { ProviderTrust } from "./subjects.ts";
 import { DependencyUnavailable } from "../authz/errors.ts";
 import type { Cluster } from "../kube/clusters.ts";
-import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube/watched-index.ts";
+import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube/watched-index.ts";
 import { publishInvalidSubject } from "../metrics/events.ts";
 
 export const PROJECTS = { group: "konfidence.cloud", version: "v1alpha1", plural: "projects" } as const;
@@ -32,6 +32,15 @@ export function compileProject(obj: ProjectObject, trusts: ProviderTrust): { pro
   if (name === undefined) return undefined;
   const { bindings, problems } = compileRoleBindings(obj.spec?.roleBindings, trusts);
   return { project: { name, bindings }, problems };
+}
+
+/**
+ * What the watch's own cache keeps of a Project: what compileProject() reads (metadata.name,
+ * spec.roleBindings) and ListWatch's metadata; not managedFields, annotations or status.
+ */
+export function keepProjectFields(obj: ProjectObject): ProjectObject {
+  const { metadata, spec } = obj;
+  return { metadata: metadata && keepListWatchMetadata(metadata), spec: spec && { roleBindings: spec.roleBindings } };
 }
 
 /** Compiled Projects by name, and how many jwks subjects name each (provider, audience). */
@@ -62,6 +71,10 @@ export class ProjectStore implements IndexStore<ProjectObject> {
   namesAudience(endpoint: string, audiences: readonly string[]): boolean {
     const named = this.#audienceUses.get(endpoint);
     return named !== undefined && audiences.some((audience) => named.has(audience));
+  }
+
+  keep(obj: ProjectObject): ProjectObject {
+    return keepProjectFields(obj);
   }
 
   put(obj: ProjectObject): void {

@@ -10,7 +10,7 @@
 import type { KubernetesObject } from "@kubernetes/client-node";
 import type { Cluster } from "./clusters.ts";
 import { FLEET_LIST_SLOTS } from "./list-slots.ts";
-import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
+import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
 import { DependencyUnavailable } from "../authz/errors.ts";
 import type { Installation, InstallationLookup } from "../authz/ports.ts";
 
@@ -44,6 +44,25 @@ export function installationOf(obj: PluginInstallationObject): Installation | un
   };
 }
 
+/**
+ * What the watch's own cache keeps of a PluginInstallation: exactly what installationOf() reads,
+ * and ListWatch's metadata. Not managedFields, annotations (kubectl's last-applied-configuration
+ * alone is the whole manifest again), labels, status conditions: several KiB an object in a real
+ * cluster, for every installation of every cluster.
+ */
+export function keepInstallationFields(obj: PluginInstallationObject): PluginInstallationObject {
+  const { metadata, spec, status } = obj;
+  const ref = spec?.definitionRef;
+  return {
+    metadata: metadata && { ...keepListWatchMetadata(metadata), deletionTimestamp: metadata.deletionTimestamp },
+    spec: spec && {
+      organizationId: spec.organizationId,
+      definitionRef: ref && { pluginName: ref.pluginName, pluginVersion: ref.pluginVersion, definitionHash: ref.definitionHash },
+    },
+    status: status && { phase: status.phase },
+  };
+}
+
 /** One cluster's installations by metadata.uid, as its watch last reported them. */
 class InstallationStore implements IndexStore<PluginInstallationObject> {
   readonly #byUid = new Map<string, Installation>();
@@ -60,6 +79,10 @@ class InstallationStore implements IndexStore<PluginInstallationObject> {
   named(name: string): Installation | undefined {
     for (const installation of this.#byUid.values()) if (installation.name === name) return installation;
     return undefined;
+  }
+
+  keep(obj: PluginInstallationObject): PluginInstallationObject {
+    return keepInstallationFields(obj);
   }
 
   put(obj: PluginInstallationObject): void {

@@ -20,7 +20,7 @@
  * `hasSynced` (synced at least once) is what process readiness waits for: one cluster's later
  * outage answers 503 for that cluster only, rather than taking every replica out of service.
  */
-import { CoreV1Api, CustomObjectsApi, type KubernetesListObject, type KubernetesObject, ListWatch, Watch } from "@kubernetes/client-node";
+import { CoreV1Api, CustomObjectsApi, type KubernetesListObject, type KubernetesObject, ListWatch, type V1ObjectMeta, Watch } from "@kubernetes/client-node";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
@@ -70,12 +70,28 @@ export interface WatchedResource {
 
 /** Where the watched objects go: each arrival, each deletion, and a reset before every fresh list. */
 export interface IndexStore<T extends KubernetesObject> {
+  /**
+   * What is kept of each listed or watched object, before ListWatch sees it: ListWatch holds its own
+   * copy of every object (to diff a relist against, and to tell an update from a repeat), and the
+   * API server's objects carry much the store never reads (managedFields, kubectl's
+   * last-applied-configuration annotation, status conditions). Must keep every field put() and
+   * remove() read, and keepListWatchMetadata()'s. Absent: the whole object is kept.
+   */
+  keep?(obj: T): T;
   put(obj: T): void;
   remove(obj: T): void;
   clear(): void;
   /** A list (after clear(), everything it holds) and its watch succeeded; for stores that act on a whole view. */
   synced?(): void;
   readonly size: number;
+}
+
+/**
+ * The metadata ListWatch itself reads — namespace and name (its cache key), resourceVersion (an
+ * update or a repeat; where the watch resumes) — and the uid, which stores key by or compare.
+ */
+export function keepListWatchMetadata(metadata: V1ObjectMeta): Pick<V1ObjectMeta, "name" | "namespace" | "uid" | "resourceVersion"> {
+  return { name: metadata.name, namespace: metadata.namespace, uid: metadata.uid, resourceVersion: metadata.resourceVersion };
 }
 
 /** The API path of a resource, and its list with a deadline. */
@@ -163,6 +179,13 @@ export class WatchedIndex<T extends KubernetesObject> {
     this.#backoffMs = options.initialBackoffMs;
   }
 
+  /** The store's keep(), given objects only: anything else reaches ListWatch as it came, to fail there as before. */
+  get #keep(): (obj: T) => T {
+    const store = this.#store;
+    if (store.keep === undefined) return (obj) => obj;
+    return (obj) => (typeof obj === "object" && obj !== null ? store.keep!(obj) : obj);
+  }
+
   get synced(): boolean {
     return this.#synced;
   }
@@ -183,16 +206,18 @@ export class WatchedIndex<T extends KubernetesObject> {
     const givenUp = new AbortController();
     this.#givenUp = givenUp;
     const { path, list: listObjects } = listerOf<T>(this.#cluster, this.#resource);
+    const keep = this.#keep;
     const listWatch = new ListWatch<T>(
       path,
-      this.#guardedWatch(generation),
+      this.#guardedWatch(generation, keep),
       // client-node sets no deadline on the list: a list the API server never answers would keep the
       // index unsynced for undici's 300 s default, long after the server is healthy again. Lists
       // (the first, and every one in place) wait for a slot; the deadline runs from the slot.
       async () => {
         const list = await this.#options.listSlots.run(listObjects, { timeoutMs: LIST_TIMEOUT_MS, signal: givenUp.signal });
         this.#heardFrom(generation);
-        return list;
+        // A list without an array of items reaches ListWatch as it came, to fail there as before.
+        return Array.isArray(list.items) ? { ...list, items: list.items.map(keep) } : list;
       },
       false,
       this.#resource.labelSelector,
@@ -236,7 +261,7 @@ export class WatchedIndex<T extends KubernetesObject> {
    * reconnects from a callback that nobody awaits, so a rejection there would be unhandled,
    * freezing the index while it still called itself synced.
    */
-  #guardedWatch(generation: number): Watch {
+  #guardedWatch(generation: number, keep: (obj: T) => T): Watch {
     const watch = new Watch(this.#cluster.kubeConfig);
     // client-node aborts a watch that receives no byte for 30 s; a healthy quiet watch hears a
     // bookmark only about once a minute, so its bound is ours (a private field, set by name).
@@ -250,7 +275,8 @@ export class WatchedIndex<T extends KubernetesObject> {
           { ...queryParams, allowWatchBookmarks: true },
           (phase, obj, event) => {
             this.#heardFrom(generation);
-            callback(phase, obj, event);
+            // A BOOKMARK carries only a resourceVersion; an ERROR is a Status, read by ListWatch whole.
+            callback(phase, phase === "ADDED" || phase === "MODIFIED" || phase === "DELETED" ? keep(obj) : obj, event);
           },
           (err) => {
             if (generation === this.#generation) this.#listAgain = undefined;

@@ -21,6 +21,8 @@ export interface FakeInstallation {
   readonly definitionHash: string;
   readonly phase?: string;
   readonly deleting?: boolean;
+  /** More fields, as a real API server's objects carry (merged into each part; realistic-objects.ts). */
+  readonly extra?: { readonly metadata?: Record<string, unknown>; readonly spec?: Record<string, unknown>; readonly status?: Record<string, unknown> };
 }
 
 interface WatchEvent {
@@ -266,12 +268,14 @@ export class FakeKubeApi extends HttpFake {
         uid: i.uid,
         resourceVersion: String(rv),
         ...(i.deleting ? { deletionTimestamp: new Date().toISOString() } : {}),
+        ...i.extra?.metadata,
       },
       spec: {
         organizationId: "7d2e5e4a-9b5c-4f0a-8c73-4f1b2e3a0c03",
         definitionRef: { pluginName: i.name, pluginVersion: "1.4.0", definitionHash: i.definitionHash },
+        ...i.extra?.spec,
       },
-      status: { phase: i.phase ?? "Running" },
+      status: { phase: i.phase ?? "Running", ...i.extra?.status },
     };
   }
 }
