@@ -3,8 +3,8 @@
  * the API server sent. Against the wire-level fake serving real-looking PluginInstallations
  * (managedFields, last-applied-configuration, conditions): the store gets kept objects from the
  * list and from ADDED, MODIFIED and DELETED events, and a relist after a 410 deletes what went away
- * with ListWatch's own cached copy — which is therefore the kept one. And the Project index's
- * projection gives the same compiled Project as the whole object.
+ * with ListWatch's own cached copy — which is therefore the kept one. The list is read a page at a
+ * time. And the Project index's projection gives the same compiled Project as the whole object.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -143,6 +143,33 @@ describe("what ListWatch holds", () => {
     const { store, listed } = await lifecycle(undefined);
     expect(store.removes[1]).toStrictEqual(listed.get(B));
     expect(store.removes[1]).toHaveProperty(["metadata", "managedFields"]);
+  });
+});
+
+describe("the list, a page at a time", () => {
+  it("asks for pages of 500 and follows the continue tokens to the end; every object is kept, each once", async () => {
+    for (const uid of [A, B, C, D]) kube.removeSilently(uid);
+    const uid = (k: number) => `0e0e0e0e-0000-4000-8000-${k.toString(16).padStart(12, "0")}`;
+    for (let k = 0; k < 1_234; k++) kube.putSilently(installed(uid(k), `p-${k}`));
+    kube.requests.length = 0;
+    const store = new RecordingStore(keepInstallationFields);
+    const index = new WatchedIndex(clusters.get("c")!, PLUGIN_INSTALLATIONS, store, { index: "test", objects: "objects" }, resolveWatchOptions({ logger: pino({ level: "silent" }) }));
+    await index.start();
+    try {
+      expect(index.synced).toBe(true);
+      const lists = kube.requests.filter((r) => r.method === "GET" && !r.url.includes("watch=true")).map((r) => new URL(r.url, "http://fake").searchParams);
+      expect(lists.map((q) => [q.get("limit"), q.get("continue")])).toStrictEqual([
+        ["500", null],
+        ["500", "500"],
+        ["500", "1000"],
+      ]);
+      expect(new Set(store.puts.map((obj) => obj.metadata!.uid)).size).toBe(1_234);
+      expect(store.puts).toHaveLength(1_234);
+      for (const obj of store.puts) expect(obj.metadata).not.toHaveProperty("managedFields");
+    } finally {
+      await index.stop();
+      for (let k = 0; k < 1_234; k++) kube.removeSilently(uid(k));
+    }
   });
 });
 

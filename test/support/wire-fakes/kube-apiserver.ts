@@ -175,17 +175,25 @@ export class FakeKubeApi extends HttpFake {
         this.#watch(res, Number(url.searchParams.get("resourceVersion") ?? "0"), url.searchParams.get("allowWatchBookmarks") === "true"),
       );
     } else if (req.method === "GET" && url.pathname === PLUGIN_INSTALLATIONS) {
-      this.answer(this.faults.list, res, () =>
-        json(res, 200, {
-          apiVersion: "plugins.fundament.io/v1",
-          kind: "PluginInstallationList",
-          metadata: { resourceVersion: String(this.#rv) },
-          items: [...this.#objects.values()],
-        }),
-      );
+      this.answer(this.faults.list, res, () => this.#list(res, Number(url.searchParams.get("limit") ?? 0), Number(url.searchParams.get("continue") ?? 0)));
     } else {
       status(res, 404, "NotFound", "the server could not find the requested resource");
     }
+  }
+
+  /**
+   * A page of `limit` objects (all of them without one) from position `from`, with a continue token
+   * while more follow. Unlike a real API server, later pages are not the first page's snapshot.
+   */
+  #list(res: ServerResponse, limit: number, from: number): void {
+    const all = [...this.#objects.values()];
+    const more = limit > 0 && from + limit < all.length;
+    json(res, 200, {
+      apiVersion: "plugins.fundament.io/v1",
+      kind: "PluginInstallationList",
+      metadata: { resourceVersion: String(this.#rv), ...(more ? { continue: String(from + limit) } : {}) },
+      items: limit > 0 ? all.slice(from, from + limit) : all,
+    });
   }
 
   #review(res: ServerResponse, body: string): void {
