@@ -5,7 +5,7 @@
  */
 import { execFile } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative, resolve } from "node:path";
+import { isAbsolute, join, posix, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { NODE_ENV, NODE_FLAGS } from "../../src/cli/node-flags.ts";
@@ -42,6 +42,37 @@ describe("the shipped Node flags", () => {
     const doc = read("docs/deployment.md");
     expect(doc).toContain(`\`ENTRYPOINT ${JSON.stringify(["node", ...NODE_FLAGS, "src/cli/main.ts"]).replaceAll(",", ", ")}\``);
     for (const [k, v] of Object.entries(NODE_ENV)) expect(doc).toContain(`\`ENV ${k}=${v}\``);
+  });
+
+  it("the Dockerfile fills the compile cache at build with the ENTRYPOINT's flags, as the USER, after copying src/", () => {
+    const dockerfile = read("Dockerfile");
+    const user = /^USER (\d+):(\d+)$/m.exec(dockerfile);
+    expect(user).not.toBeNull();
+    const run = /^RUN mkdir -p "\$NODE_COMPILE_CACHE"(?:[^\n]*\\\n)*[^\n]*/m.exec(dockerfile);
+    expect(run).not.toBeNull();
+    const asUser = `setpriv --reuid=${user![1]} --regid=${user![2]} --clear-groups node ${NODE_FLAGS.join(" ")}`;
+    expect(run![0]).toContain(`chown ${user![1]}:${user![2]} "$NODE_COMPILE_CACHE"`);
+    expect(run![0]).toContain(`${asUser} src/cli/main.ts --help`);
+    expect(run![0]).toContain(`${asUser} src/cli/warm-compile-cache.ts`);
+    expect(run![0]).toMatch(/chown -R root:root "\$NODE_COMPILE_CACHE"$/);
+    expect(dockerfile.indexOf("COPY src ./src")).toBeLessThan(run!.index);
+    expect(dockerfile.indexOf(`ENV NODE_COMPILE_CACHE=`)).toBeLessThan(run!.index);
+    expect(run!.index).toBeLessThan(user!.index);
+  });
+
+  it("the compile cache is inside the image's WORKDIR, where the Deployment runs and mounts no volume over it", () => {
+    const cache = NODE_ENV["NODE_COMPILE_CACHE"];
+    expect(cache).toBeDefined();
+    // Relative: the package root for npm start and the benchmark, /app in the image.
+    expect(isAbsolute(cache!)).toBe(false);
+    const workdir = /^WORKDIR (\S+)$/m.exec(read("Dockerfile"))![1]!;
+    const deployment = parseAllDocuments(read("deploy/k8s/deployment.yaml"))
+      .map((d) => d.toJS() as Record<string, any>)
+      .find((d) => d["kind"] === "Deployment")!;
+    const container = deployment["spec"].template.spec.containers[0];
+    expect(container.workingDir).toBeUndefined();
+    const inImage = posix.join(workdir, cache!);
+    for (const mount of container.volumeMounts as Array<{ mountPath: string }>) expect(`${inImage}/`.startsWith(`${mount.mountPath}/`), mount.mountPath).toBe(false);
   });
 
   it("the Deployment keeps the image's ENTRYPOINT (no command of its own) and sets the shipped environment", () => {
