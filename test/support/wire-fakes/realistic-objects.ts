@@ -1,9 +1,10 @@
 /**
  * What a real API server adds to a PluginInstallation that was `kubectl apply`-ed and is reconciled
  * by a controller, for FakeKubeApi's `extra`: creationTimestamp, generation, labels, a finalizer,
- * kubectl's last-applied-configuration annotation (the applied manifest again, as JSON), the
- * managedFields of client-side apply, of the controller's finalizer and of its status writes, and
- * status conditions. The wire fake's own objects carry only what the gateway reads.
+ * kubectl's last-applied-configuration annotation (the applied manifest again, as JSON), and the
+ * managedFields of client-side apply, of the controller's finalizer and of its status writes. The
+ * status holds only `phase`: the CRD (deploy/k8s/crds) prunes anything else. The wire fake's own
+ * objects carry only what the gateway reads.
  */
 import type { FakeInstallation } from "./kube-apiserver.ts";
 
@@ -19,8 +20,6 @@ export function appliedAndReconciled(i: Pick<FakeInstallation, "name" | "definit
     definitionRef: { pluginName: i.name, pluginVersion: "1.4.0", definitionHash: i.definitionHash },
   };
   const lastApplied = { apiVersion: API_VERSION, kind: "PluginInstallation", metadata: { annotations: {}, labels, name: i.name }, spec };
-  const condition = (type: string, reason: string, message: string) => ({ type, status: "True", observedGeneration: 1, lastTransitionTime: time, reason, message });
-  const conditionFields = { ".": SET, "f:lastTransitionTime": SET, "f:message": SET, "f:observedGeneration": SET, "f:reason": SET, "f:status": SET, "f:type": SET };
   return {
     metadata: {
       creationTimestamp: time,
@@ -57,23 +56,9 @@ export function appliedAndReconciled(i: Pick<FakeInstallation, "name" | "definit
           apiVersion: API_VERSION,
           time,
           fieldsType: "FieldsV1",
-          fieldsV1: {
-            "f:status": {
-              ".": SET,
-              "f:conditions": { ".": SET, 'k:{"type":"DefinitionResolved"}': conditionFields, 'k:{"type":"Ready"}': conditionFields },
-              "f:observedGeneration": SET,
-              "f:phase": SET,
-            },
-          },
+          fieldsV1: { "f:status": { ".": SET, "f:phase": SET } },
           subresource: "status",
         },
-      ],
-    },
-    status: {
-      observedGeneration: 1,
-      conditions: [
-        condition("DefinitionResolved", "DefinitionPinned", `definition ${i.definitionHash} resolved from the plugin catalog`),
-        condition("Ready", "Reconciled", "the plugin's namespace, ServiceAccount, RBAC and workloads are up to date"),
       ],
     },
   };
