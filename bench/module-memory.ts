@@ -1,44 +1,107 @@
 /**
  * What portcullis holds before it holds any data: RSS and V8 heap after a full GC, as each
- * dependency is loaded in turn, in a fresh process (`node --expose-gc bench/module-memory.ts`).
- * Prints one JSON array.
+ * dependency is loaded in turn, each figure from fresh processes started with this process's Node
+ * flags and environment (`node <shipped flags> --expose-gc bench/module-memory.ts`, as bench/run.ts
+ * runs it). Prints one JSON array of ModuleStep on stdout (bench/report.ts renders it) and the same
+ * as a table on stderr.
  *
- * "node itself" runs this .ts file, so it includes Node's type stripping (amaro, a WebAssembly
- * build of swc: ~17 MiB of RSS over the same file as .js). undici is its own step: portcullis's
- * pools use it directly, and client-node's fetch is the same copy. client-node's KubeConfig
- * (dist/config.js) imports dist/gen/index.js, which loads the generated models and API classes of
- * every API group, so importing its parts one by one loads no less than the package root.
+ * The main figures are the shipped setting: Node's compile cache warm (NODE_COMPILE_CACHE,
+ * src/cli/node-flags.ts; the image fills it at build). A fresh cache directory is filled by one
+ * untimed run first, so the figures do not depend on what an earlier run left behind. Beside them:
+ * - `cold`: the same step without a compile cache. Node then strips the types of each .ts file
+ *   itself, with amaro (a WebAssembly build of swc), ~17 MiB of RSS from the first .ts file on;
+ *   the code cache costs some back on the .js packages, whose cached functions are deserialized
+ *   eagerly.
+ * - `alone`: the floor, from a `node -e` process (no TypeScript at all): bare Node beside "node
+ *   itself", and @kubernetes/client-node imported alone beside its step.
+ *
+ * undici is its own step: portcullis's pools use it directly, and client-node's fetch is the same
+ * copy. client-node's KubeConfig (dist/config.js) imports dist/gen/index.js, which loads the
+ * generated models and API classes of every API group, so importing its parts one by one loads no
+ * less than the package root.
  */
-const gc = (globalThis as { gc?: () => void }).gc;
-if (gc === undefined) throw new Error("run with --expose-gc");
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 
-export interface ModuleStep {
-  readonly step: string;
+export interface MemoryFigures {
   readonly rssBytes: number;
   readonly heapUsedBytes: number;
   readonly heapTotalBytes: number;
 }
 
-const steps: ModuleStep[] = [];
-const measure = (step: string) => {
-  gc();
-  const u = process.memoryUsage();
-  steps.push({ step, rssBytes: u.rss, heapUsedBytes: u.heapUsed, heapTotalBytes: u.heapTotal });
-};
+export interface ModuleStep extends MemoryFigures {
+  readonly step: string;
+  /** The same step in a process without a compile cache (Node strips the .ts sources itself). */
+  readonly cold?: MemoryFigures;
+  /** The floor beside this step: a `node -e` process (no TypeScript) that loads only what `what` says. */
+  readonly alone?: MemoryFigures & { readonly what: string };
+}
 
-measure("node itself");
-await import("pino");
-measure("+ pino");
-await import("@grpc/grpc-js");
-await import("@grpc/proto-loader");
-(await import("../src/envoy/protos.ts")).authorizationService();
-measure("+ grpc-js, proto-loader, the Envoy protos");
-await import("@openfga/sdk");
-measure("+ @openfga/sdk");
-await import("undici");
-measure("+ undici");
-await import("@kubernetes/client-node");
-measure("+ @kubernetes/client-node");
-await import("../src/server/app.ts");
-measure("+ the rest of portcullis (zod, jose, lru-cache, prom-client, OpenTelemetry, src/)");
-process.stdout.write(`${JSON.stringify(steps)}\n`);
+const ROOT = resolve(import.meta.dirname, "..");
+const LADDER = join(import.meta.dirname, "module-ladder.ts");
+
+/** A fresh process with this one's Node flags; `compileCache` undefined runs it without one. */
+function fresh<T>(args: readonly string[], compileCache: string | undefined): T {
+  const env = { ...process.env };
+  if (compileCache === undefined) delete env["NODE_COMPILE_CACHE"];
+  else env["NODE_COMPILE_CACHE"] = compileCache;
+  const run = spawnSync(process.execPath, [...process.execArgv, ...args], { cwd: ROOT, env, encoding: "utf8", timeout: 120_000 });
+  if (run.status !== 0) throw new Error(`${args.join(" ")} exited ${run.status ?? run.signal}: ${run.stderr}`);
+  return JSON.parse(run.stdout) as T;
+}
+
+/** `node -e`: no TypeScript, so no type stripping whatever the cache. */
+const MEASURE_JS = `globalThis.gc(); const u = process.memoryUsage(); process.stdout.write(JSON.stringify({ rssBytes: u.rss, heapUsedBytes: u.heapUsed, heapTotalBytes: u.heapTotal }));`;
+const bareNode = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", MEASURE_JS], cache);
+const clientNodeAlone = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", `await import("@kubernetes/client-node"); ${MEASURE_JS}`], cache);
+const ladderIn = (cache: string | undefined) => fresh<{ steps: Array<MemoryFigures & { step: string }>; typeStripperLoaded: boolean }>([LADDER], cache);
+
+/**
+ * The ladder with the cache warm, checked: a .ts file edited since the cache was filled (someone
+ * working in the tree) is stripped again, which loads amaro and would pass a cold figure off as warm.
+ */
+function warmLadder(cache: string) {
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const run = ladderIn(cache);
+    if (!run.typeStripperLoaded) return run.steps;
+  }
+  throw new Error("the compile cache missed a .ts file three times: are sources being edited?");
+}
+
+function coldLadder() {
+  const run = ladderIn(undefined);
+  if (!run.typeStripperLoaded) throw new Error("without a compile cache Node did not load amaro: is NODE_COMPILE_CACHE the only way it is enabled?");
+  return run.steps;
+}
+
+if ((globalThis as { gc?: unknown }).gc === undefined) throw new Error("run with --expose-gc");
+const cache = mkdtempSync(join(tmpdir(), "portcullis-module-memory-"));
+try {
+  // Untimed: fills the cache (Node writes it as each process exits).
+  ladderIn(cache);
+  clientNodeAlone(cache);
+  const warm = warmLadder(cache);
+  const cold = coldLadder();
+  const bare = bareNode(cache);
+  const clientNode = clientNodeAlone(cache);
+  const steps: ModuleStep[] = warm.map((s, i) => {
+    const { step, ...coldFigures } = cold[i]!;
+    if (step !== s.step) throw new Error(`ladders differ: ${step} vs ${s.step}`);
+    const alone =
+      i === 0 ? { what: "bare Node (node -e)", ...bare } : s.step === "+ @kubernetes/client-node" ? { what: "@kubernetes/client-node alone (node -e)", ...clientNode } : undefined;
+    return { ...s, cold: coldFigures, ...(alone === undefined ? {} : { alone }) };
+  });
+  process.stdout.write(`${JSON.stringify(steps)}\n`);
+  const mib = (b: number) => (b / 2 ** 20).toFixed(1);
+  process.stderr.write(
+    [
+      "RSS MiB after a full GC | compile cache warm (shipped) | cold (no cache) | alone, node -e",
+      ...steps.map((s) => `${s.step} | ${mib(s.rssBytes)} | ${mib(s.cold!.rssBytes)} | ${s.alone === undefined ? "" : `${mib(s.alone.rssBytes)} (${s.alone.what})`}`),
+      "",
+    ].join("\n"),
+  );
+} finally {
+  rmSync(cache, { recursive: true, force: true });
+}

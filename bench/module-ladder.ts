@@ -1,0 +1,39 @@
+/**
+ * The ladder of bench/module-memory.ts, run in a fresh process by it: each part portcullis loads,
+ * in turn, with RSS and V8 heap after a full GC (`--expose-gc`). Prints one JSON object: the steps,
+ * and whether Node loaded its type stripper (amaro) for any .ts file, which a warm compile cache
+ * spares. It imports nothing itself, so "node itself" is Node with this one .ts file.
+ */
+
+/** RSS and V8 heap after a full GC. */
+function figures() {
+  (globalThis as { gc?: () => void }).gc!();
+  const u = process.memoryUsage();
+  return { rssBytes: u.rss, heapUsedBytes: u.heapUsed, heapTotalBytes: u.heapTotal };
+}
+
+async function ladder() {
+  const steps: Array<{ step: string } & ReturnType<typeof figures>> = [];
+  const measure = (step: string) => steps.push({ step, ...figures() });
+  measure("node itself");
+  await import("pino");
+  measure("+ pino");
+  await import("@grpc/grpc-js");
+  await import("@grpc/proto-loader");
+  (await import("../src/envoy/protos.ts")).authorizationService();
+  measure("+ grpc-js, proto-loader, the Envoy protos");
+  await import("@openfga/sdk");
+  measure("+ @openfga/sdk");
+  await import("undici");
+  measure("+ undici");
+  await import("@kubernetes/client-node");
+  measure("+ @kubernetes/client-node");
+  await import("../src/server/app.ts");
+  measure("+ the rest of portcullis (zod, jose, lru-cache, prom-client, OpenTelemetry, src/)");
+  return steps;
+}
+
+const steps = await ladder();
+// Node's own list of the internal modules it has loaded; amaro is loaded on the first .ts file it strips.
+const typeStripperLoaded = (process as unknown as { moduleLoadList: string[] }).moduleLoadList.some((m) => m.includes("amaro"));
+process.stdout.write(JSON.stringify({ steps, typeStripperLoaded }));
