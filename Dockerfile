@@ -22,11 +22,12 @@ COPY src ./src
 # Node's compile cache (NODE_COMPILE_CACHE, relative to /app), filled here because the pod's root
 # filesystem is read-only: every module's stripped source and code cache, so a start never loads
 # amaro to strip types. Written as uid 1000 with the ENTRYPOINT's flags (both name the cache's
-# subdirectory: another uid or other flags would find it empty), then root-owned like the rest.
+# subdirectory: another uid or other flags would find it empty), then root-owned like the rest, and
+# readable by all (Node writes its entries owner-only).
 RUN mkdir -p "$NODE_COMPILE_CACHE" && chown 1000:1000 "$NODE_COMPILE_CACHE" \
  && setpriv --reuid=1000 --regid=1000 --clear-groups node --max-semi-space-size=8 --heap-growing-percent=50 src/cli/main.ts --help > /dev/null \
  && setpriv --reuid=1000 --regid=1000 --clear-groups node --max-semi-space-size=8 --heap-growing-percent=50 src/cli/warm-compile-cache.ts \
- && chown -R root:root "$NODE_COMPILE_CACHE"
+ && chown -R root:root "$NODE_COMPILE_CACHE" && chmod -R a+rX "$NODE_COMPILE_CACHE"
 # The image's unprivileged `node` user, by number so Kubernetes can verify runAsNonRoot; the
 # application files stay root-owned and read-only to it.
 USER 1000:1000

@@ -84,15 +84,14 @@ function warm(cacheDir: string) {
   }
 }
 
-/** Every file under dir, made read-only to everyone (root-owned as in the image). */
+/** Made unwritable: an empty directory here; the warm cache as the Dockerfile leaves it (root-owned, `chmod -R a+rX`). */
 function readOnly(dir: string) {
-  for (const name of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
-    const path = join(dir, name);
+  for (const path of [dir, ...readdirSync(dir, { recursive: true, encoding: "utf8" }).map((name) => join(dir, name))]) {
+    // As in the image when root; otherwise the owner's write permission is what there is to take away.
     if (asRoot) chownSync(path, 0, 0);
-    chmodSync(path, statSync(path).isDirectory() ? 0o555 : 0o444);
+    const mode = statSync(path).mode & 0o777;
+    chmodSync(path, asRoot ? mode | (statSync(path).isDirectory() ? 0o555 : 0o444) : mode & ~0o222);
   }
-  if (asRoot) chownSync(dir, 0, 0);
-  chmodSync(dir, 0o555);
 }
 
 const entries = (dir: string) => readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((n) => statSync(join(dir, n)).isFile());

@@ -54,7 +54,8 @@ describe("the shipped Node flags", () => {
     expect(run![0]).toContain(`chown ${user![1]}:${user![2]} "$NODE_COMPILE_CACHE"`);
     expect(run![0]).toContain(`${asUser} src/cli/main.ts --help`);
     expect(run![0]).toContain(`${asUser} src/cli/warm-compile-cache.ts`);
-    expect(run![0]).toMatch(/chown -R root:root "\$NODE_COMPILE_CACHE"$/);
+    // Node writes its entries owner-only: root-owned, they must be made readable to the USER.
+    expect(run![0]).toMatch(/&& chown -R root:root "\$NODE_COMPILE_CACHE" && chmod -R a\+rX "\$NODE_COMPILE_CACHE"$/);
     expect(dockerfile.indexOf("COPY src ./src")).toBeLessThan(run!.index);
     expect(dockerfile.indexOf(`ENV NODE_COMPILE_CACHE=`)).toBeLessThan(run!.index);
     expect(run!.index).toBeLessThan(user!.index);
