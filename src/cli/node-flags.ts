@@ -51,5 +51,7 @@ export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--heap
  * image warms it at build (Dockerfile, src/cli/warm-compile-cache.ts) because the pod's root
  * filesystem is read-only. node_modules/.cache is where tools keep a checkout's caches: one per
  * checkout, gone with `rm -rf node_modules`, never shared with another user as the OS temp dir is.
+ * Whoever can write the directory can change the code Node runs, as with node_modules itself (the
+ * image's is root-owned). NODE_DISABLE_COMPILE_CACHE=1 turns it off.
  */
 export const NODE_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: "2", NODE_COMPILE_CACHE: "node_modules/.cache/node-compile-cache" };
