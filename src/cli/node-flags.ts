@@ -41,7 +41,7 @@ export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--heap
  * NODE_COMPILE_CACHE: Node keeps each module's type-stripped source and V8 code cache in this
  * directory and reuses them on the next start. With every .ts module found there, Node never
  * loads amaro (swc as WebAssembly) to strip types: bench/module-memory.ts, RSS after a full GC,
- * everything imported: 162-167 MiB cold, 150-152 MiB warm ("node itself" 62 → 42-44 MiB; the code
+ * everything imported: 160-167 MiB cold, 149-152 MiB warm ("node itself" 62 → 42-44 MiB; the code
  * cache costs back ~5 MiB on the .js packages, which are eagerly deserialized). An entry is used
  * only if the source's hash matches (an edited file is stripped and compiled again), under a
  * subdirectory named for the Node version, the V8 flags and the uid. A directory that is missing
