@@ -540,13 +540,15 @@ function memory(r: Results): string[] {
       ? []
       : [
           "",
-          "Before any data — each dependency loaded in turn in a fresh process, after a full GC (bench/module-memory.ts):",
+          "Before any data — each dependency loaded in turn, each figure from fresh processes, after a full GC (bench/module-memory.ts).",
+          "Shipped: Node's compile cache warm (NODE_COMPILE_CACHE, filled at image build). Cold: no cache, so Node strips the .ts",
+          "sources itself with amaro. Floor: a `node -e` process with no TypeScript at all, loading only what the cell says.",
           "",
-          "| loaded | RSS MiB | Δ RSS | heap used MiB | heap committed MiB |",
-          "| --- | ---: | ---: | ---: | ---: |",
+          "| loaded | RSS MiB | Δ RSS | heap used MiB | heap committed MiB | RSS MiB, cold | floor RSS MiB |",
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
           ...r.moduleMemory.map(
             (x, i, all) =>
-              `| ${x.step} | ${(x.rssBytes / MiB).toFixed(1)} | ${i === 0 ? "" : `+${((x.rssBytes - all[i - 1]!.rssBytes) / MiB).toFixed(1)}`} | ${(x.heapUsedBytes / MiB).toFixed(1)} | ${(x.heapTotalBytes / MiB).toFixed(1)} |`,
+              `| ${x.step} | ${(x.rssBytes / MiB).toFixed(1)} | ${i === 0 ? "" : `+${((x.rssBytes - all[i - 1]!.rssBytes) / MiB).toFixed(1)}`} | ${(x.heapUsedBytes / MiB).toFixed(1)} | ${(x.heapTotalBytes / MiB).toFixed(1)} | ${x.cold === undefined ? "" : (x.cold.rssBytes / MiB).toFixed(1)} | ${x.alone === undefined ? "" : `${(x.alone.rssBytes / MiB).toFixed(1)} (${x.alone.what})`} |`,
           ),
         ]),
   ];
@@ -612,6 +614,17 @@ function findings(r: Results): string[] {
       `  ~${((m.afterGc.heapUsedBytes - m.idleAfterGc.heapUsedBytes) / m.users).toFixed(0)} bytes of live heap; after the fill of ${m.users.toLocaleString("en")} cold checks V8 has committed ${(m.afterGc.heapTotalBytes / MiB).toFixed(0)} MiB`,
       `  for ${(m.afterGc.heapUsedBytes / MiB).toFixed(0)} MiB live. The RSS curve over the fill is charted below.`,
     );
+    const bare = steps?.[0]?.alone;
+    const clientNodeAlone = steps?.find((x) => x.alone?.what.includes("client-node"))?.alone;
+    if (bare !== undefined && clientNodeAlone !== undefined) {
+      out.push(
+        `- **The memory targets' floor.** A \`node -e\` process that imports @kubernetes/client-node and nothing else holds ` +
+          `${(clientNodeAlone.rssBytes / MiB).toFixed(0)} MiB RSS after a full GC (bare Node: ${(bare.rssBytes / MiB).toFixed(0)} MiB). That is above the idle target ` +
+          `(100 MB = ${(100e6 / MiB).toFixed(0)} MiB) before gRPC, the Envoy protos, OpenFGA's SDK or any data. client-node is the chosen Kubernetes client, ` +
+          `and it cannot be imported piecemeal: its KubeConfig (dist/config.js) and every generated API class import dist/gen/index.js, ` +
+          `whose ObjectSerializer imports every model of every API group.`,
+      );
+    }
   }
   return out;
 }
