@@ -19,17 +19,28 @@
  * smallest young generation that costs nothing.
  */
 /**
- * `--heap-growing-percent=50`: after each full GC V8 lets the old generation grow to 1.5× what
+ * `--heap-growing-percent=100`: after each full GC V8 lets the old generation grow to 2× what
  * survived, instead of up to 4× when the GC keeps up with the allocation; and it keeps the pages it
  * grew into — V8's memory reducer never shrinks an idle heap here (`--trace-memory-reducer`: "high
- * alloc" at every check, the rate measured during the burst is never re-measured while idle). So
- * the RSS after a burst of cold checks is the heap's peak. bench/memory.ts (100,000 users, 10,000
- * installations, with the flags above and MALLOC_ARENA_MAX=2): 588 MB RSS after the fill and 60 s
- * later without it (450 in another run: the peak depends on timing), 319 with 50, 283 with 20; the
- * server's CPU over the fill 60.6 s, 65.3 with 50, 81.6 with 20. A soft bound, unlike
- * --max-old-space-size, which aborts the process when the caches need more than the cap.
+ * alloc" at every check), so the RSS after a burst of cold checks is the heap's peak. Without a
+ * fixed factor bench/memory.ts (100,000 users, 10,000 installations) ended at 450-588 MB RSS; with
+ * 50 (1.5×, shipped until 2026-12-01) at 332 MB after the fill, 344 a minute later; with 100 at
+ * 322 and 346 (cap below in both). 50 cost the tail: under load grpc-js and the checks in flight
+ * promote ~50 MB/s to the old generation, and at 1.5× V8 marked and compacted 11-13 times in 10 s,
+ * every pause a p99 sample. The benchmark's PluginToken server under ghz at 5,835 checks/s offered (8 in flight, two runs
+ * each, --trace-gc): p99 13.7-18.4 ms with 50, 7.2-8.4 with 100, 7.4-7.7 with 200, 6.3-7.8 with no
+ * fixed factor; checks/s at saturation 4,410-5,032 with 50, 4,088-5,706 with 100 (noisy).
  */
-export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--heap-growing-percent=50"];
+/**
+ * `--max-old-space-size=256` (MiB): what Node gives V8 in the shipped pod anyway — Node sizes the
+ * old generation from the cgroup's memory limit, and for the Deployment's 512Mi that is V8's
+ * minimum, 256 MiB (`heap_size_limit` 259 MiB in a 512 MiB memory cgroup; 4,288 on the 24 GiB
+ * benchmark host). Spelled out so the benchmark, `npm start` and the pod run one heap, not one per
+ * machine, and so a heap past it ends in V8's last-resort GC and a clear "heap out of memory" exit
+ * rather than the kernel's OOM kill. The scale target's live heap is ~120 MiB, so 2× still fits.
+ * test/deploy/node-flags.test.ts holds it inside the Deployment's memory limit.
+ */
+export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256"];
 
 /**
  * MALLOC_ARENA_MAX=2: glibc gives each thread that allocates (libuv's pool, V8's GC helpers) an

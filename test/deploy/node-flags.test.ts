@@ -87,6 +87,24 @@ describe("the shipped Node flags", () => {
     expect(env["NODE_OPTIONS"]).toBeUndefined();
   });
 
+  it("the old generation's cap fits in the Deployment's memory limit beside the young generation and the idle RSS bench/RESULTS.md measured", () => {
+    const flag = (name: string) => {
+      const given = NODE_FLAGS.find((f) => f.startsWith(`--${name}=`));
+      expect(given, name).toBeDefined();
+      return Number(given!.split("=")[1]);
+    };
+    const deployment = parseAllDocuments(read("deploy/k8s/deployment.yaml"))
+      .map((d) => d.toJS() as Record<string, any>)
+      .find((d) => d["kind"] === "Deployment")!;
+    const limit = /^(\d+)Mi$/.exec(deployment["spec"].template.spec.containers[0].resources.limits.memory as string);
+    expect(limit).not.toBeNull();
+    // The idle row already holds some old generation, so this over-counts: a bound, not an estimate.
+    const idle = /\| RSS \(\/proc VmRSS\) \| ([\d.]+) MiB \|/.exec(read("bench/RESULTS.md"));
+    expect(idle).not.toBeNull();
+    // V8's young generation: two semi-spaces and the new large-object space, at most 3 × the semi-space.
+    expect(flag("max-old-space-size") + 3 * flag("max-semi-space-size") + Number(idle![1])).toBeLessThanOrEqual(Number(limit![1]));
+  });
+
   it("no source, script or benchmark spells a V8 heap flag of its own: they import the list", () => {
     const files = ["src", "scripts", "bench"].flatMap(function walk(dir: string): string[] {
       return readdirSync(resolve(ROOT, dir)).flatMap((name) => {
