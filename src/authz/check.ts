@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import { type Decision, deny } from "./decision.ts";
-import { beforeDeadline, denialFor, errorSummary } from "./errors.ts";
+import { beforeDeadline, deadlineIn, denialFor, errorSummary } from "./errors.ts";
 import type { Policy } from "./policy.ts";
 import { type CheckRequestMessage, fromCheckRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
 import { type CheckResponseMessage, toCheckResponse } from "../envoy/check-response.ts";
@@ -42,12 +42,11 @@ export function createChecker(options: CheckerOptions): Checker {
         bodyShape = policy.bodyShape;
         // Not AbortSignal.timeout(): its timer outlives the check and, when it fires, builds a
         // DOMException (with a stack trace) for every check ever made. This one is cleared on answer.
-        const controller = new AbortController();
-        const timer = setTimeout(() => controller.abort(), options.timeoutMs).unref();
+        const deadline = deadlineIn(options.timeoutMs);
         try {
-          decision = await beforeDeadline(policy.decide(request, controller.signal), controller.signal);
+          decision = await beforeDeadline(policy.decide(request, deadline), deadline);
         } finally {
-          clearTimeout(timer);
+          deadline.clear();
         }
       }
     } catch (err) {

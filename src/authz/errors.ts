@@ -176,25 +176,30 @@ export function denialFor(err: unknown): Deny {
   return deny("internal-error", "internal error");
 }
 
+/** A check's deadline: `passed` rejects with DependencyUnavailable when the check's time is up. */
+export interface Deadline {
+  readonly passed: Promise<never>;
+  /** The check answered: the timer is cleared (it would otherwise keep the check's objects alive until it fires). */
+  clear(): void;
+}
+
+export function deadlineIn(ms: number): Deadline {
+  let timer: NodeJS.Timeout | undefined;
+  const passed = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DependencyUnavailable("check", "no decision before the deadline")), ms).unref();
+  });
+  // Nothing may be racing it when it fires (the check already answered).
+  passed.catch(ignore);
+  return { passed, clear: () => clearTimeout(timer) };
+}
+
+function ignore(): void {}
+
 /**
- * Settles with `work`, or rejects with DependencyUnavailable when `deadline` aborts first. The check
- * and a policy that must report its own outcome (the audit line) race the same signal, so both see
+ * Settles with `work`, or rejects with DependencyUnavailable when `deadline` passes first. The check
+ * and a policy that must report its own outcome (the audit line) race the same deadline, so both see
  * the same answer.
  */
-export function beforeDeadline<T>(work: Promise<T>, deadline: AbortSignal): Promise<T> {
-  if (deadline.aborted) return Promise.reject(new DependencyUnavailable("check", "deadline passed"));
-  return new Promise<T>((resolveWork, reject) => {
-    const onAbort = () => reject(new DependencyUnavailable("check", "no decision before the deadline"));
-    deadline.addEventListener("abort", onAbort, { once: true });
-    work.then(
-      (value) => {
-        deadline.removeEventListener("abort", onAbort);
-        resolveWork(value);
-      },
-      (err: unknown) => {
-        deadline.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
+export function beforeDeadline<T>(work: Promise<T>, deadline: Deadline): Promise<T> {
+  return Promise.race([work, deadline.passed]);
 }

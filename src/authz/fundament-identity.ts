@@ -16,6 +16,7 @@ import type { PluginClaims, TokenVerifier, UserClaims } from "../tokens/fundamen
 export const FUNDAMENT_COOKIE = "fundament_auth";
 
 const NO_ORIGINS: ReadonlySet<string> = new Set();
+const ABSENT: CredentialLookup = { kind: "absent" };
 
 export type TokenType = "user" | "plugin";
 
@@ -38,23 +39,20 @@ export async function identify(
   verifier: TokenVerifier,
   cookieOrigins: ReadonlySet<string> = NO_ORIGINS,
 ): Promise<Identified | Deny> {
-  const lookups: CredentialLookup[] = [];
-  if (accepted.bearer) lookups.push(bearerToken(headers));
-  if (accepted["websocket-protocol"]) lookups.push(websocketBearerToken(headers));
-  const invalid = lookups.find((l) => l.kind === "invalid");
-  if (invalid !== undefined) return deny("invalid-token", "the credential is malformed");
-  let found = lookups.filter((l) => l.kind === "found");
-  if (found.length > 1) return deny("invalid-token", "more than one credential");
+  const bearer = accepted.bearer ? bearerToken(headers) : ABSENT;
+  const websocket = accepted["websocket-protocol"] ? websocketBearerToken(headers) : ABSENT;
+  if (bearer.kind === "invalid" || websocket.kind === "invalid") return deny("invalid-token", "the credential is malformed");
+  if (bearer.kind === "found" && websocket.kind === "found") return deny("invalid-token", "more than one credential");
+  let credential = bearer.kind === "found" ? bearer : websocket.kind === "found" ? websocket : undefined;
   // The cookie only from a page the browser vouches for (a listed Origin, or same-origin): browsers
   // send it along with cross-site navigations, forms and WebSocket upgrades, which skip CORS; without
   // this a plugin page could act with the user's whole reach instead of user ∩ plugin.
-  if (found.length === 0 && accepted.cookie && cookieCredentialAllowed(headers, cookieOrigins)) {
+  if (credential === undefined && accepted.cookie && cookieCredentialAllowed(headers, cookieOrigins)) {
     const cookie = cookieToken(headers, FUNDAMENT_COOKIE);
     if (cookie.kind === "invalid") return deny("invalid-token", "the credential is malformed");
-    found = [cookie].filter((l) => l.kind === "found");
+    if (cookie.kind === "found") credential = cookie;
   }
-  const credential = found[0];
-  if (credential === undefined || credential.kind !== "found") return deny("missing-token", "no credentials");
+  if (credential === undefined) return deny("missing-token", "no credentials");
 
   const verified = await verifier.verify(credential.token);
   if (!verified.ok) return deny("invalid-token", `the token is not valid: ${verified.detail}`);

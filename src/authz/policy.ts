@@ -4,6 +4,7 @@
  */
 import type { BodyShape, Decision } from "./decision.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
+import type { Deadline } from "./errors.ts";
 
 export const POLICY_NAMES = ["kube-api-proxy", "plugin-proxy", "plugin-assets", "konfidence-api", "platform-api", "public"] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number];
@@ -12,6 +13,6 @@ export interface Policy {
   readonly name: PolicyName;
   /** The shape of this policy's denial bodies. */
   readonly bodyShape: BodyShape;
-  /** `deadline` aborts when the check's time is up; the check then answers 503 whatever the policy does. */
-  decide(request: HttpRequest, deadline: AbortSignal): Promise<Decision>;
+  /** `deadline` passes when the check's time is up; the check then answers 503 whatever the policy does. */
+  decide(request: HttpRequest, deadline: Deadline): Promise<Decision>;
 }

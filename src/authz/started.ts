@@ -1,28 +1,18 @@
 /**
- * Remote gates run concurrently but are reported in the seed's order: each is started at once,
- * and read later, in order. A gate that is never read (an earlier one denied) must not surface as
- * an unhandled rejection, so the outcome is captured when the work starts.
+ * Remote gates run concurrently but are reported in the seed's order: each is started at once and
+ * awaited later, in order, where its error (if any) is rethrown. A gate that is never awaited (an
+ * earlier one denied) must not surface as an unhandled rejection, so its promise is marked handled
+ * when the work starts.
  */
-export interface Started<T> {
-  /** The gate's result, or its error rethrown, at the point the policy reads it. */
-  result(): Promise<T>;
+export function start<T>(work: () => Promise<T>): Promise<T> {
+  let started: Promise<T>;
+  try {
+    started = Promise.resolve(work());
+  } catch (error) {
+    started = Promise.reject(error);
+  }
+  started.catch(ignore);
+  return started;
 }
 
-export function start<T>(work: () => Promise<T>): Started<T> {
-  let settled: Promise<{ ok: true; value: T } | { ok: false; error: unknown }>;
-  try {
-    settled = work().then(
-      (value) => ({ ok: true as const, value }),
-      (error: unknown) => ({ ok: false as const, error }),
-    );
-  } catch (error) {
-    settled = Promise.resolve({ ok: false as const, error });
-  }
-  return {
-    async result() {
-      const outcome = await settled;
-      if (outcome.ok) return outcome.value;
-      throw outcome.error;
-    },
-  };
-}
+function ignore(): void {}

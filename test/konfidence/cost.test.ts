@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Decision } from "../../src/authz/decision.ts";
+import { deadlineIn } from "../../src/authz/errors.ts";
 import { konfidenceApi } from "../../src/authz/policies/konfidence-api.ts";
 import type { HttpRequest } from "../../src/envoy/check-request.ts";
 import { compilePermissions, compileRoutes, DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence/permissions.ts";
@@ -73,7 +74,7 @@ function world(projects: number) {
     },
   });
   const decide = (request: ScenarioRequest, headers: Record<string, string>): Promise<Decision> =>
-    policy.decide({ ...request, query: new URLSearchParams(), headers, requestId: "r", contextExtensions: {} } satisfies HttpRequest, new AbortController().signal);
+    policy.decide({ ...request, query: new URLSearchParams(), headers, requestId: "r", contextExtensions: {} } satisfies HttpRequest, deadlineIn(60_000));
   return { scenario, counts, decide };
 }
 
