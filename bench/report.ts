@@ -396,7 +396,9 @@ function flagsSection(r: Results): string[] {
     `portcullis ships with \`node ${r.shippedFlags.node.join(" ")}\`${Object.keys(r.shippedFlags.env).length === 0 ? "" : ` and ${Object.entries(r.shippedFlags.env).map(([k, v]) => `\`${k}=${v}\``).join(", ")}`}: one list in src/cli/node-flags.ts, which`,
     "`npm start` (package.json), the Dockerfile's ENTRYPOINT and this benchmark all use (test/deploy/node-flags.test.ts holds",
     "them to it). Every portcullis process above ran with them, the memory scenario included, except 3b, which runs",
-    "scenario 3 with Node's defaults to show what the flags change:",
+    "scenario 3 with Node's defaults to show what the flags change. Node's defaults depend on the machine: here V8's old",
+    "generation may grow to a quarter of the host's memory (4 GiB), while in the shipped pod Node sizes it from the 512Mi",
+    "limit (256 MiB), which the shipped flags spell out (the old-space size) so that this benchmark runs the pod's heap:",
     "",
   ];
   if (shipped === undefined || defaults === undefined) return [...out, "(3 or 3b not measured in this run.)"];
@@ -605,6 +607,15 @@ function findings(r: Results): string[] {
       "  memory touched per check lowers it. Profiles: the one below (at saturation) and bench/hot-path.ts.",
     );
   }
+  out.push(
+    "- **The tail.** Most of scenario 3's p99 above the no-op's at half its saturation rate was full GCs, not the checks: under",
+    "  load grpc-js and the checks in flight promote ~50 MB/s to V8's old generation (the no-op promotes about as much per check), and",
+    "  with `--heap-growing-percent=50` (shipped until 2026-12-01) V8 marked and compacted 11–13 times in 10 s, each pause a",
+    "  p99 sample. The plugin-token server under ghz at 5,835/s offered, 8 in flight, `--trace-gc`, two runs each (not part of",
+    "  this run): p99 13.7–18.4 ms with 50, 7.2–8.4 with 100 (now shipped), 7.4–7.7 with 200, 6.3–7.8 with no fixed factor,",
+    "  at the same RSS after the memory scenario's fill (332 vs 322 MB). The GC a check still causes is scavenges of the young",
+    "  generation: ~18 µs per check at saturation, against ~14 for the no-op.",
+  );
   if (r.memory !== undefined) {
     const m = r.memory;
     const steps = r.moduleMemory;
@@ -647,6 +658,8 @@ function changes(): string[] {
     "| src/fga/can-view.ts, src/kube/user-access-review.ts, src/kube/service-account-tokens.ts: a fresh entry is answered by `get()`, `fetch()` only otherwise | lru-cache's `fetch()` builds a 14-field options object and an async frame per call, three times per check; same answers, same coalescing, same metric labels |",
     "| src/metrics/prometheus.ts: decision and cache-lookup counts go into plain Maps and reach prom-client at scrape time | prom-client hashes and validates the label set on every `inc()`, five times per check |",
     "| src/server/workers.ts, src/cli/serve.ts: `workers: N` runs N processes (node:cluster) sharing the ports | see below |",
+    "| src/authz/check.ts, errors.ts: the deadline is a promise its timer rejects, raced with `Promise.race`, instead of an AbortController | the controller's EventTarget listener was added and removed twice per PluginToken check; with the lighter started gates (src/authz/started.ts) and credential lookup (src/authz/fundament-identity.ts): bench/hot-path.ts 31.9 → 30.4 µs, 31.9 → 26.9 KB allocated per check (5 alternating runs against the commit before, 2026-12-01) |",
+    "| src/cli/node-flags.ts: `--heap-growing-percent=100` (was 50) | see \"The tail\" under Findings |",
     "",
     "`bench/hot-path.ts` (portcullis's own work per PluginToken check, no gRPC) went from ~36 to ~28 µs on the commit before",
     "these changes versus after, measured back to back on the busy machine (~29 → ~24 µs when it was quieter).",
