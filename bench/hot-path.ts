@@ -50,7 +50,10 @@ const config = configSchema.parse({
   openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01HVMMBCMGZNT3SED4Z17ECXCA" },
   clusters: world.clusterIds.map((id) => ({ id, kubeconfig: "/nonexistent" })),
 });
-const logging = createLogging("info", pino.destination({ dest: openSync("/dev/null", "w"), sync: false }));
+// Synchronous: this loop never waits for I/O, so an asynchronous stream would never drain and would
+// hold every audit line of the run (300,000 outgrew the shipped 256 MiB old generation). Audit lines
+// still reach it in batches (src/server/logging.ts), one write each.
+const logging = createLogging("info", pino.destination({ dest: openSync("/dev/null", "w"), sync: true }));
 const ports = warmPorts(world);
 createMetrics(ports.indexSizes);
 const check = createChecker({ policies: policiesFor(config, ports, logging.audit), timeoutMs: 800, retryAfterSeconds: 1, logger: logging.logger });
