@@ -6,6 +6,7 @@
 import { STATUS_CODES } from "node:http";
 import { FgaApiError, FgaError } from "@openfga/sdk";
 import { type Deny, deny } from "./decision.ts";
+import { markHandled } from "./started.ts";
 import { publishDependencyCall } from "../metrics/events.ts";
 import { inDependencySpan, type SpanAttributes } from "../tracing/spans.ts";
 
@@ -189,11 +190,8 @@ export function deadlineIn(ms: number): Deadline {
     timer = setTimeout(() => reject(new DependencyUnavailable("check", "no decision before the deadline")), ms).unref();
   });
   // Nothing may be racing it when it fires (the check already answered).
-  passed.catch(ignore);
-  return { passed, clear: () => clearTimeout(timer) };
+  return { passed: markHandled(passed), clear: () => clearTimeout(timer) };
 }
-
-function ignore(): void {}
 
 /**
  * Settles with `work`, or rejects with DependencyUnavailable when `deadline` passes first. The check

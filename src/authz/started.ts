@@ -11,8 +11,13 @@ export function start<T>(work: () => Promise<T>): Promise<T> {
   } catch (error) {
     started = Promise.reject(error);
   }
-  started.catch(ignore);
-  return started;
+  return markHandled(started);
+}
+
+/** `promise`, with its rejection marked handled: whoever awaits it still sees the error. */
+export function markHandled<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(ignore);
+  return promise;
 }
 
 function ignore(): void {}
