@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# portcullis: Node runs the TypeScript sources directly (type stripping), so there is no build
-# step, only production dependencies.
+# portcullis: Node runs the TypeScript sources directly (type stripping). The one thing built is
+# build/kubernetes-client.js, the parts of @kubernetes/client-node portcullis uses bundled into one
+# module (src/kube/kubernetes-client.ts says why); the rest is production dependencies.
 
 FROM node:24-slim AS dependencies
 WORKDIR /app
@@ -8,6 +9,16 @@ COPY package.json package-lock.json ./
 # Production dependencies only, at the lockfile's versions; no install scripts (none is needed at
 # run time).
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+
+FROM node:24-slim AS kubernetes-client
+WORKDIR /app
+COPY package.json package-lock.json ./
+# Every dependency at the lockfile's versions (esbuild is a devDependency); no install scripts:
+# esbuild's binary comes as its platform's package, and the bundle is built by the next RUN.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY scripts/bundle-kubernetes-client.ts ./scripts/
+COPY src/kube/kubernetes-client.ts ./src/kube/
+RUN node scripts/bundle-kubernetes-client.ts
 
 FROM node:24-slim
 ENV NODE_ENV=production
@@ -19,6 +30,7 @@ COPY --from=dependencies /app/node_modules ./node_modules
 COPY package.json ./
 COPY protos ./protos
 COPY src ./src
+COPY --from=kubernetes-client /app/build ./build
 # Node's compile cache (NODE_COMPILE_CACHE, relative to /app), filled here because the pod's root
 # filesystem is read-only: every module's stripped source and code cache, so a start never loads
 # amaro to strip types. Written as uid 1000 with the ENTRYPOINT's flags (both name the cache's

@@ -13,12 +13,14 @@
  *   the code cache costs some back on the .js packages, whose cached functions are deserialized
  *   eagerly.
  * - `alone`: the floor, from a `node -e` process (no TypeScript at all): bare Node beside "node
- *   itself", and @kubernetes/client-node imported alone beside its step.
+ *   itself", and client-node's bundle (`#kubernetes-client`) imported alone beside its step.
+ * - `unbundled`: beside client-node's step, a `node -e` process that imports the package root, as
+ *   portcullis did before the bundle: client-node's KubeConfig (dist/config.js) imports
+ *   dist/gen/index.js, which loads the generated models and API classes of every API group, so
+ *   Node's loader cannot load less than all of it (src/kube/kubernetes-client.ts).
  *
  * undici is its own step: portcullis's pools use it directly, and client-node's fetch is the same
- * copy. client-node's KubeConfig (dist/config.js) imports dist/gen/index.js, which loads the
- * generated models and API classes of every API group, so importing its parts one by one loads no
- * less than the package root.
+ * copy.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -37,6 +39,8 @@ export interface ModuleStep extends MemoryFigures {
   readonly cold?: MemoryFigures;
   /** The floor beside this step: a `node -e` process (no TypeScript) that loads only what `what` says. */
   readonly alone?: MemoryFigures & { readonly what: string };
+  /** Beside client-node's step: a `node -e` process that imports the package root alone, unbundled. */
+  readonly unbundled?: MemoryFigures;
 }
 
 const ROOT = resolve(import.meta.dirname, "..");
@@ -55,7 +59,8 @@ function fresh<T>(args: readonly string[], compileCache: string | undefined): T 
 /** `node -e`: no TypeScript, so no type stripping whatever the cache. */
 const MEASURE_JS = `globalThis.gc(); const u = process.memoryUsage(); process.stdout.write(JSON.stringify({ rssBytes: u.rss, heapUsedBytes: u.heapUsed, heapTotalBytes: u.heapTotal }));`;
 const bareNode = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", MEASURE_JS], cache);
-const clientNodeAlone = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", `await import("@kubernetes/client-node"); ${MEASURE_JS}`], cache);
+const clientNodeAlone = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", `await import("#kubernetes-client"); ${MEASURE_JS}`], cache);
+const packageRootAlone = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", `await import("@kubernetes/client-node"); ${MEASURE_JS}`], cache);
 const ladderIn = (cache: string | undefined) => fresh<{ steps: Array<MemoryFigures & { step: string }>; typeStripperLoaded: boolean }>([LADDER], cache);
 
 /**
@@ -82,23 +87,24 @@ try {
   // Untimed: fills the cache (Node writes it as each process exits).
   ladderIn(cache);
   clientNodeAlone(cache);
+  packageRootAlone(cache);
   const warm = warmLadder(cache);
   const cold = coldLadder();
   const bare = bareNode(cache);
   const clientNode = clientNodeAlone(cache);
+  const unbundled = packageRootAlone(cache);
   const steps: ModuleStep[] = warm.map((s, i) => {
     const { step, ...coldFigures } = cold[i]!;
     if (step !== s.step) throw new Error(`ladders differ: ${step} vs ${s.step}`);
-    const alone =
-      i === 0 ? { what: "bare Node (node -e)", ...bare } : s.step === "+ @kubernetes/client-node" ? { what: "@kubernetes/client-node alone (node -e)", ...clientNode } : undefined;
-    return { ...s, cold: coldFigures, ...(alone === undefined ? {} : { alone }) };
+    if (s.step.startsWith("+ @kubernetes/client-node")) return { ...s, cold: coldFigures, alone: { what: "client-node's bundle alone (node -e)", ...clientNode }, unbundled };
+    return { ...s, cold: coldFigures, ...(i === 0 ? { alone: { what: "bare Node (node -e)", ...bare } } : {}) };
   });
   process.stdout.write(`${JSON.stringify(steps)}\n`);
   const mib = (b: number) => (b / 2 ** 20).toFixed(1);
   process.stderr.write(
     [
       "RSS MiB after a full GC | compile cache warm (shipped) | cold (no cache) | alone, node -e",
-      ...steps.map((s) => `${s.step} | ${mib(s.rssBytes)} | ${mib(s.cold!.rssBytes)} | ${s.alone === undefined ? "" : `${mib(s.alone.rssBytes)} (${s.alone.what})`}`),
+      ...steps.map((s) => `${s.step} | ${mib(s.rssBytes)} | ${mib(s.cold!.rssBytes)} | ${s.alone === undefined ? "" : `${mib(s.alone.rssBytes)} (${s.alone.what})`}${s.unbundled === undefined ? "" : `; the package root unbundled: ${mib(s.unbundled.rssBytes)}`}`),
       "",
     ].join("\n"),
   );

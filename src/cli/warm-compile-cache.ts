@@ -6,6 +6,9 @@
  * after `src/cli/main.ts --help`, which caches the entry point itself (importing it here would run
  * the command line). A thread's entry point is cached under its own key when it is loaded as one,
  * and it runs on load, so the watchdog's is started as a thread, with a timeout it never reaches.
+ * src/kube/kubernetes-client.ts is left out: the server never loads it (it loads the bundle built
+ * from it, which the modules importing `#kubernetes-client` cache), and it would load the whole
+ * unbundled client-node into the cache.
  */
 import { readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -17,11 +20,12 @@ import type { WatchdogWorkerData } from "../server/watchdog.ts";
 const SRC = resolve(import.meta.dirname, "..");
 const ENTRY_POINT = join(SRC, "cli", "main.ts");
 const THREAD_ENTRY_POINT = join(SRC, "server", "watchdog-worker.ts");
+const BUNDLE_ENTRY = join(SRC, "kube", "kubernetes-client.ts");
 
 const modules = readdirSync(SRC, { recursive: true, encoding: "utf8" })
   .filter((path) => path.endsWith(".ts"))
   .map((path) => join(SRC, path))
-  .filter((path) => path !== ENTRY_POINT && path !== THREAD_ENTRY_POINT && path !== import.meta.filename)
+  .filter((path) => path !== ENTRY_POINT && path !== THREAD_ENTRY_POINT && path !== BUNDLE_ENTRY && path !== import.meta.filename)
   .sort();
 for (const path of modules) await import(pathToFileURL(path).href);
 

@@ -5,7 +5,7 @@
  * (load.ts's `loadConfigForStart`), before any watch, timer or listener exists.
  */
 import { accessSync, constants, readFileSync } from "node:fs";
-import { KubeConfig } from "@kubernetes/client-node";
+import { KubeConfig } from "#kubernetes-client";
 import { checkTlsFiles, TlsConfigError } from "../server/tls.ts";
 import { ConfigError, readSecret } from "./load.ts";
 import type { Config } from "./schema.ts";

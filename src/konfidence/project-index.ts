@@ -10,7 +10,7 @@
  * roleBindings are compiled when the object arrives (subjects validated, globs compiled), never per
  * request. Subjects that never match are reported then: one log line each and a metric event.
  */
-import type { KubernetesObject } from "@kubernetes/client-node";
+import type { KubernetesObject } from "#kubernetes-client";
 import type { Logger } from "pino";
 import type { CompiledProject, ProjectLookup } from "./ports.ts";
 import { type BindingProblem, compileRoleBindings } from "./role-bindings.ts";

@@ -8,7 +8,7 @@
  * denial asks again, so recovery is not delayed); concurrent probes share one request; a probe
  * that fails or times out counts as not ready.
  */
-import { Health } from "@kubernetes/client-node";
+import { Health } from "#kubernetes-client";
 import { LRUCache } from "lru-cache";
 import { type Clusters, perCluster } from "./clusters.ts";
 import { withDeadline } from "../authz/errors.ts";

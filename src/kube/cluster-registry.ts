@@ -17,7 +17,7 @@
  * fresh list that follows the outage removes the clusters whose Secrets went away meanwhile.
  */
 import { X509Certificate, createPrivateKey } from "node:crypto";
-import type { V1Secret } from "@kubernetes/client-node";
+import type { V1Secret } from "#kubernetes-client";
 import type { Logger } from "pino";
 import type { Cluster, ClusterCredentials } from "./clusters.ts";
 import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";

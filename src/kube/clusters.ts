@@ -12,7 +12,7 @@ import {
   type ObservableMiddleware,
   type RequestContext,
   type ResponseContext,
-} from "@kubernetes/client-node";
+} from "#kubernetes-client";
 import { Agent, type Dispatcher } from "undici";
 import type { KnownClusters } from "../authz/ports.ts";
 

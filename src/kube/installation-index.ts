@@ -7,7 +7,7 @@
  * cluster registry adds a cluster's index when the cluster is registered, and stops and drops it
  * when the cluster is replaced or removed (each cluster's watch is its own: nothing waits on another's).
  */
-import type { KubernetesObject } from "@kubernetes/client-node";
+import type { KubernetesObject } from "#kubernetes-client";
 import type { Cluster } from "./clusters.ts";
 import { FLEET_LIST_SLOTS } from "./list-slots.ts";
 import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";

@@ -5,7 +5,7 @@
  * credential replaced by the token; a cluster reached with a client certificate is refused, since
  * the API server would authenticate the certificate (portcullis) instead of the token.
  */
-import { AuthorizationV1Api, type RequestContext, type ResponseContext, Observable } from "@kubernetes/client-node";
+import { AuthorizationV1Api, type RequestContext, type ResponseContext, Observable } from "#kubernetes-client";
 import type { Clusters } from "./clusters.ts";
 import type { RuleSet } from "./rules-intersection.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";

@@ -6,7 +6,7 @@
  * (new installation, new ServiceAccount, same names) the old entry would be a token the API server
  * rejects with 401 until it expired.
  */
-import { CoreV1Api } from "@kubernetes/client-node";
+import { CoreV1Api } from "#kubernetes-client";
 import { LRUCache } from "lru-cache";
 import { type Clusters, perCluster } from "./clusters.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";

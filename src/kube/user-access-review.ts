@@ -6,7 +6,7 @@
  * ready (api-server-readiness.ts), are errors: 503, never a cached user-sar-denied.
  */
 import { hash } from "node:crypto";
-import { AuthorizationV1Api, type V1SubjectAccessReview, type V1SubjectAccessReviewStatus } from "@kubernetes/client-node";
+import { AuthorizationV1Api, type V1SubjectAccessReview, type V1SubjectAccessReviewStatus } from "#kubernetes-client";
 import { LRUCache } from "lru-cache";
 import { ApiServerReadiness } from "./api-server-readiness.ts";
 import { type Clusters, perCluster } from "./clusters.ts";
