@@ -281,7 +281,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       "UNPINNED PLUGIN INSTALLATIONS ARE ACCEPTED: a local-development escape hatch (FUN-19 §4) that must never be set in production",
     );
   }
-  const tracing = startTracing(config.tracing, logger);
+  const tracing = await startTracing(config.tracing, logger);
   // Replaced whole by a reload (reloadable below): a Check runs under the old policies or the new.
   let livePorts = ports;
   const checkerFor = (current: Config, currentPorts: Ports) => tracedChecks(checkerOver(current, currentPorts, options.audit, logger));

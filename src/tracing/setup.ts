@@ -7,17 +7,7 @@
  */
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { context, diag, DiagLogLevel, propagation, trace } from "@opentelemetry/api";
-import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import {
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  type SpanProcessor,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-} from "@opentelemetry/sdk-trace";
+import type { SpanProcessor } from "@opentelemetry/sdk-trace";
 import type { Logger } from "pino";
 import { errorSummary } from "../authz/errors.ts";
 import type { Config } from "../config/schema.ts";
@@ -32,9 +22,20 @@ export interface Tracing {
 
 const OFF: Tracing = { shutdown: async () => {} };
 
-/** `processor` replaces the OTLP exporter (tests give an in-memory one). */
-export function startTracing(config: Config["tracing"], logger: Logger, options: { processor?: SpanProcessor } = {}): Tracing {
+/**
+ * `processor` replaces the OTLP exporter (tests give an in-memory one). The SDK is loaded only
+ * when tracing is on: its packages are ~9 MiB of RSS that a replica without tracing never uses.
+ */
+export async function startTracing(config: Config["tracing"], logger: Logger, options: { processor?: SpanProcessor } = {}): Promise<Tracing> {
   if (!config.enabled) return OFF;
+  const [{ AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { OTLPTraceExporter }, { resourceFromAttributes }, sdk] = await Promise.all([
+    import("@opentelemetry/context-async-hooks"),
+    import("@opentelemetry/core"),
+    import("@opentelemetry/exporter-trace-otlp-http"),
+    import("@opentelemetry/resources"),
+    import("@opentelemetry/sdk-trace"),
+  ]);
+  const { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } = sdk;
   // The SDK reports a failed export through its diagnostic logger, silent unless given one.
   diag.setLogger(
     {

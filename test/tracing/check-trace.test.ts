@@ -31,7 +31,7 @@ let w: Wired;
 
 beforeAll(async () => {
   exporter = new InMemorySpanExporter();
-  tracing = startTracing(TRACING, pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
+  tracing = await startTracing(TRACING, pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
   w = await startWired();
 });
 afterAll(async () => {
@@ -176,7 +176,7 @@ describe("tracing off (the default)", () => {
       expect(await check({ traceparent: traceparent("01") })).toMatchObject({ allowed: true });
       expect(spans()).toEqual([]);
     } finally {
-      tracing = startTracing(TRACING, pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
+      tracing = await startTracing(TRACING, pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
     }
   });
 });

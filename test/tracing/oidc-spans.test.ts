@@ -21,7 +21,7 @@ let http: ProviderHttp;
 
 beforeAll(async () => {
   exporter = new InMemorySpanExporter();
-  tracing = startTracing(configSchema.shape.tracing.parse({ enabled: true }), pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
+  tracing = await startTracing(configSchema.shape.tracing.parse({ enabled: true }), pino({ level: "silent" }), { processor: new SimpleSpanProcessor({ exporter }) });
   provider = await startLocalProvider();
 });
 afterAll(async () => {

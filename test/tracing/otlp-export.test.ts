@@ -49,7 +49,7 @@ it("exports a Check's span to the configured collector, by the end of shutdown",
   await new Promise<void>((r) => collector!.listen(0, "127.0.0.1", () => r()));
   const port = (collector.address() as AddressInfo).port;
   const { logger, lines } = logSink();
-  const tracing = startTracing(configSchema.shape.tracing.parse({ enabled: true, otlp: { endpoint: `http://127.0.0.1:${port}/v1/traces` } }), logger);
+  const tracing = await startTracing(configSchema.shape.tracing.parse({ enabled: true, otlp: { endpoint: `http://127.0.0.1:${port}/v1/traces` } }), logger);
   expect(await tracedChecks(answer)(request)).toEqual({ status: { code: 0, message: "" } });
   await tracing.shutdown();
   expect(received).toHaveLength(1);
@@ -63,7 +63,7 @@ it("exports a Check's span to the configured collector, by the end of shutdown",
 it("a collector that does not answer costs a warning, and the Check is answered all the same", async () => {
   const closed = await freePort();
   const { logger, lines } = logSink();
-  const tracing = startTracing(
+  const tracing = await startTracing(
     configSchema.shape.tracing.parse({ enabled: true, otlp: { endpoint: `http://127.0.0.1:${closed}/v1/traces`, timeoutMs: 500 } }),
     logger,
   );
