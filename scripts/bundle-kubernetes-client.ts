@@ -1,12 +1,13 @@
 /**
- * Builds build/kubernetes-client.js, the `#kubernetes-client` of package.json's
- * "imports", from src/kube/kubernetes-client.ts (why: that file's comment). Run by npm's
- * postinstall, by `npm test` and by the image's build stage; ~2 s.
+ * Builds build/kubernetes-client.js, the `#kubernetes-client` of package.json's "imports", from
+ * src/kube/kubernetes-client.ts (why: that file's comment). Run by npm's postinstall, by `npm test`,
+ * by `npm run bench` and by the image's build stage; ~2 s.
  *
  * Only client-node's own files go into the bundle: its dependencies and Node's modules stay
  * imports, resolved from node_modules as without the bundle. Not minified and names kept, so stack
- * traces and the code read as client-node's. The first line names the client-node version and the SHA-256 of
- * the entry file it was built from (test/kube/kubernetes-client-bundle.test.ts checks both).
+ * traces and the code read as client-node's. The first line names the client-node version and the
+ * SHA-256 of the entry file it was built from (test/deploy/kubernetes-client-bundle.test.ts checks
+ * both).
  *
  *   node scripts/bundle-kubernetes-client.ts
  */
