@@ -8,7 +8,7 @@
  * imports dist/gen/index.js, which loads all of the package's 1,033 modules, 25 MB of JavaScript
  * (a client for every API group, three times over), and Node keeps every module's source and
  * functions for the life of the process. Bundled, only what the classes below reach is loaded,
- * as one module of 4 MB: ~40 MiB less RSS per replica (bench/module-memory.ts). The code is
+ * as one module of 4 MB: ~27 MiB less RSS per replica (bench/module-memory.ts). The code is
  * client-node's own, unchanged; its dependencies (undici, js-yaml, …) stay separate packages.
  *
  * A class used from src/ must be listed here: the types below export every type of the package
