@@ -3,7 +3,7 @@
  * what the server spent meanwhile (/proc/<pid>/stat utime+stime) and held (VmRSS).
  */
 import { execFileSync, spawn } from "node:child_process";
-import { readFileSync, rmSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { PROTO_ROOT } from "../src/envoy/protos.ts";
@@ -51,6 +51,8 @@ export interface LoadResult {
   readonly ghzCores: number;
   /** What else the two cores did meanwhile (/proc/stat), as fractions of the run's wall time. */
   readonly machine: RunMachine;
+  /** How often the server's threads slept and were woken, per request (see ThreadSwitches). */
+  readonly switches: ThreadSwitches;
   readonly rssBytes: number;
   /** The exact ghz command line. */
   readonly command: string;
@@ -66,6 +68,44 @@ export interface RunMachine {
   readonly loadCoreForeign: number;
   /** The 1-minute load average at the end of the run. */
   readonly loadAvg1: number;
+}
+
+/**
+ * Context switches of the server's threads over a run, per request (/proc/<pid>/task/<tid>/status).
+ * A voluntary switch is a sleep: the thread had nothing to do (Node's main thread in epoll_wait) and
+ * was woken later. On these VMs a sleep and wake-up costs the process far more CPU than a check's own
+ * work, so CPU per check at a fixed rate depends on how often the server slept, which is why it is
+ * recorded beside it.
+ */
+export interface ThreadSwitches {
+  /** Sleeps of the main thread (the task whose id is the pid: Node's event loop). */
+  readonly mainSleeps: number;
+  /** Times the main thread was preempted while it had work (by its own other threads, on a one-core pin). */
+  readonly mainPreempted: number;
+  /** Sleeps of every other thread (V8's GC helpers, libuv's pool; for OPA, Go's threads). */
+  readonly otherSleeps: number;
+}
+
+/** Voluntary and involuntary context switches so far, of each process's main thread and of its other threads. */
+export function threadSwitchCounts(pids: readonly number[]): { mainSleeps: number; mainPreempted: number; otherSleeps: number } {
+  const out = { mainSleeps: 0, mainPreempted: 0, otherSleeps: 0 };
+  for (const pid of pids) {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      let status: string;
+      try {
+        status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+      } catch {
+        continue; // the thread ended meanwhile
+      }
+      const sleeps = Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
+      const preempted = Number(/^nonvoluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? 0);
+      if (Number(tid) === pid) {
+        out.mainSleeps += sleeps;
+        out.mainPreempted += preempted;
+      } else out.otherSleeps += sleeps;
+    }
+  }
+  return out;
 }
 
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
@@ -147,6 +187,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const args = ["-c", spec.core, spec.ghz, ...ghzArgs(spec, outFile)];
   const cpuBefore = spec.serverPids.reduce((s, pid) => s + cpuSeconds(pid), 0);
   const coresBefore = coreTimes();
+  const switchesBefore = threadSwitchCounts(spec.serverPids);
   const started = process.hrtime.bigint();
   // Through bash so that `times` reports ghz's own CPU (the shell's children) once it has exited.
   const ghzCpuSeconds = await new Promise<number>((resolve, reject) => {
@@ -164,6 +205,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const wallSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   const cpuAfter = spec.serverPids.reduce((s, pid) => s + cpuSeconds(pid), 0);
   const coresAfter = coreTimes();
+  const switchesAfter = threadSwitchCounts(spec.serverPids);
   const rss = spec.serverPids.reduce((s, pid) => s + rssBytes(pid), 0);
   const report = JSON.parse(readFileSync(outFile, "utf8")) as GhzReport;
   rmSync(outFile, { force: true });
@@ -185,6 +227,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
     return a === undefined || b === undefined ? NaN : (b[field] - a[field]) / wallSeconds;
   };
   const serverCore = spec.serverCore ?? "none";
+  const perRequest = (n: number) => (report.count === 0 ? NaN : n / report.count);
   return {
     offeredRps: spec.rps ?? "saturation",
     count: report.count,
@@ -205,6 +248,11 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
       loadCoreSteal: delta(spec.core, "steal"),
       loadCoreForeign: Math.max(0, delta(spec.core, "busy") - ghzCpuSeconds / wallSeconds),
       loadAvg1: loadavg()[0]!,
+    },
+    switches: {
+      mainSleeps: perRequest(switchesAfter.mainSleeps - switchesBefore.mainSleeps),
+      mainPreempted: perRequest(switchesAfter.mainPreempted - switchesBefore.mainPreempted),
+      otherSleeps: perRequest(switchesAfter.otherSleeps - switchesBefore.otherSleeps),
     },
     rssBytes: rss,
     command: ["taskset", ...args.map((a) => (a === outFile ? "OUT.json" : a))].join(" "),

@@ -218,7 +218,7 @@ async function runAll(): Promise<Results> {
       assertHealthy(s.id, warm, "warm-up");
       const reference = await load(settings.referenceSeconds, settings.referenceRps);
       assertHealthy(s.id, reference, "reference rate");
-      log(`${s.id}: ${settings.referenceRps} rps offered → ${reference.rps.toFixed(0)}, ${reference.cpuUsPerRequest.toFixed(1)} µs CPU/check, ${machineNote(reference)}`);
+      log(`${s.id}: ${settings.referenceRps} rps offered → ${reference.rps.toFixed(0)}, ${reference.cpuUsPerRequest.toFixed(1)} µs CPU/check, main thread asleep ${reference.switches.mainSleeps.toFixed(2)}×/check, ${machineNote(reference)}`);
       if (s.id === "plugin-token" && s.rep === 0) commands.push(`# the reference rate (CPU per check):\n${reference.command}`);
       const saturationRuns: LoadResult[] = [];
       for (let i = 0; i < settings.saturationRepeats; i++) {
