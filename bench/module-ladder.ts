@@ -30,7 +30,7 @@ async function ladder() {
   await import("#kubernetes-client");
   measure("+ @kubernetes/client-node (bundled)");
   await import("../src/server/app.ts");
-  measure("+ the rest of portcullis (zod, jose, lru-cache, prom-client, OpenTelemetry, src/)");
+  measure("+ the rest of portcullis (zod, jose, lru-cache, prom-client, OpenTelemetry's API, src/)");
   return steps;
 }
 

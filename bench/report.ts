@@ -426,14 +426,16 @@ function runsTable(r: Results): string[] {
     "What else the machine did during each process's reference-rate run (/proc/stat, as a share of the run's wall",
     "time): steal = time the hypervisor gave this VM's core to another; other work = the core busy with anything but",
     "the server (core 1) or ghz (core 0). The load average is the 1-minute figure when the process started (the",
-    "runner's own load keeps it near 1-2).",
+    "runner's own load keeps it near 1-2). Sleeps and preemptions: voluntary and involuntary context switches; on one",
+    "core a portcullis main thread is preempted mostly by its own other threads (V8's GC helpers, libuv's pool).",
     "",
-    "| # | scenario | load avg | calibration ms | CPU µs/check at reference | steal core 1 | other work core 1 | other work core 0 | best saturation checks/s | server / ghz cores |",
-    "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "| # | scenario | load avg | calibration ms | CPU µs/check at reference | sleeps / preemptions of the main thread, other threads' sleeps, per check | steal core 1 | other work core 1 | other work core 0 | best saturation checks/s | server / ghz cores |",
+    "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...r.processes.map((p, i) => {
       const best = p.saturationRuns.toSorted((a, b) => b.rps - a.rps)[0];
       const m = p.reference.machine;
-      return `| ${i + 1} | ${HOT_SCENARIOS.find((s) => s.id === p.id)?.short ?? p.id} | ${p.loadAtStart.toFixed(2)} | ${p.calibrationMs.toFixed(0)} | ${p.reference.cpuUsPerRequest.toFixed(1)} | ${pct(m.serverCoreSteal)} | ${pct(m.serverCoreForeign)} | ${pct(m.loadCoreForeign)} | ${best === undefined ? "–" : best.rps.toFixed(0)} | ${best === undefined ? "–" : `${best.cpuCores.toFixed(2)} / ${best.ghzCores.toFixed(2)}`} |`;
+      const t = p.reference.switches;
+      return `| ${i + 1} | ${HOT_SCENARIOS.find((s) => s.id === p.id)?.short ?? p.id} | ${p.loadAtStart.toFixed(2)} | ${p.calibrationMs.toFixed(0)} | ${p.reference.cpuUsPerRequest.toFixed(1)} | ${t.mainSleeps.toFixed(2)} / ${t.mainPreempted.toFixed(2)}, ${t.otherSleeps.toFixed(2)} | ${pct(m.serverCoreSteal)} | ${pct(m.serverCoreForeign)} | ${pct(m.loadCoreForeign)} | ${best === undefined ? "–" : best.rps.toFixed(0)} | ${best === undefined ? "–" : `${best.cpuCores.toFixed(2)} / ${best.ghzCores.toFixed(2)}`} |`;
     }),
   ];
 }
