@@ -87,8 +87,8 @@ export interface ThreadSwitches {
 }
 
 /** Voluntary and involuntary context switches so far, of each process's main thread and of its other threads. */
-export function threadSwitchCounts(pids: readonly number[]): { mainSleeps: number; mainPreempted: number; otherSleeps: number } {
-  const out = { mainSleeps: 0, mainPreempted: 0, otherSleeps: 0 };
+export function threadSwitchCounts(pids: readonly number[]): Record<keyof ThreadSwitches, number> {
+  const out: Record<keyof ThreadSwitches, number> = { mainSleeps: 0, mainPreempted: 0, otherSleeps: 0 };
   for (const pid of pids) {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       let status: string;

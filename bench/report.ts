@@ -58,6 +58,11 @@ export function sleepCost(r: Results): { perSleepUs: number; perCheckUs: number;
   return { perSleepUs, perCheckUs: my - perSleepUs * mx, r2: (sxy * sxy) / (sxx * syy), points: pts.length };
 }
 
+/** A scenario's main-thread sleeps per check at the reference rate, the median over its processes. */
+function referenceSleeps(r: Results, id: string): number {
+  return median(r.processes.filter((p) => p.id === id).map((p) => p.reference.switches.mainSleeps));
+}
+
 interface Spread {
   readonly n: number;
   readonly min: number;
@@ -319,14 +324,12 @@ function targets(r: Results): string[] {
 
 /** The main thread's sleeps per check at the reference rate, the scenario's against the no-op's, when they differ enough to move the ratio. */
 function sleepsNote(r: Results, id: string): string {
-  const at = (x: string) => median(r.processes.filter((p) => p.id === x).map((p) => p.reference.switches.mainSleeps));
-  const [own, noop] = [at(id), at("noop")];
+  const [own, noop] = [referenceSleeps(r, id), referenceSleeps(r, "noop")];
   const cost = sleepCost(r);
   if (!Number.isFinite(own) || !Number.isFinite(noop) || cost === undefined || Math.abs(noop - own) * cost.perSleepUs < 10) return "";
   return `; main-thread sleeps per check ${own.toFixed(2)} vs the no-op's ${noop.toFixed(2)}, ~${(Math.abs(noop - own) * cost.perSleepUs).toFixed(0)} µs of ${noop > own ? "the no-op's" : "this scenario's"} figure (${noop > own ? "flatters the ratio" : "lowers the ratio"}; Findings: sleeping)`;
 }
 
-/** How far the same server moves from one process to the next, in this run. */
 /** Other work on the server's core (steal, other processes) above which a run is called busy. */
 const BUSY_CORE = 0.1;
 
@@ -353,6 +356,7 @@ function shortOfReferenceRate(r: Results, refRps: number): string[] {
   ];
 }
 
+/** How far the same server moves from one process to the next, in this run. */
 function stability(r: Results): string[] {
   const rows: string[] = [];
   const add = (what: string, xs: number[], digits = 1) => {
@@ -396,9 +400,8 @@ function referenceSection(r: Results): string[] {
     const ratios = referenceRatios(r, h.id);
     const c = spreadOf(ratios.map((x) => x.capacityRatio));
     const achieved = Math.min(...runs.map((p) => p.reference.rps));
-    const sleeps = median(runs.map((p) => p.reference.switches.mainSleeps));
     return [
-      `| ${label(h.id)} | ${runs.length} | ${achieved.toFixed(0)} | ${range(cpu, 1)} | ${(1e6 / cpu.median).toFixed(0)} | ${h.id === "noop" ? "1.00×" : c.n === 0 ? "–" : `${range(c)}×`} | ${sleeps.toFixed(2)} | ${median(runs.map((p) => p.reference.p99Ms)).toFixed(2)} |`,
+      `| ${label(h.id)} | ${runs.length} | ${achieved.toFixed(0)} | ${range(cpu, 1)} | ${(1e6 / cpu.median).toFixed(0)} | ${h.id === "noop" ? "1.00×" : c.n === 0 ? "–" : `${range(c)}×`} | ${referenceSleeps(r, h.id).toFixed(2)} | ${median(runs.map((p) => p.reference.p99Ms)).toFixed(2)} |`,
     ];
   });
   return [
@@ -649,9 +652,8 @@ function findings(r: Results): string[] {
   const base = r.hotPath?.find((x) => x.scenario === "noop");
   const ratios = referenceRatios(r, "plugin-token");
   const cost = sleepCost(r);
-  const sleepsAt = (id: string) => median(r.processes.filter((p) => p.id === id).map((p) => p.reference.switches.mainSleeps));
   if (cost !== undefined && noop !== undefined && plugin !== undefined) {
-    const [n, p] = [sleepsAt("noop"), sleepsAt("plugin-token")];
+    const [n, p] = [referenceSleeps(r, "noop"), referenceSleeps(r, "plugin-token")];
     const [ns, ps] = [noop.saturation, plugin.saturation];
     out.push(
       `- **Sleeping is charged to CPU per check.** A server that runs out of work sleeps (Node's main thread in \`epoll_wait\`), and on`,
