@@ -366,9 +366,10 @@ describe("clusters registered, rotated and removed while portcullis runs", () =>
     // Rotating never serves B as another cluster or as unknown; at worst a 503 while its clients are rebuilt.
     expect(b.answers.every((x) => x.outcome === "allowed" || x.outcome === "503 dependency-unavailable")).toBe(true);
 
-    // Removal: delete the Secret.
-    await core.deleteNamespacedSecret({ name: "cluster-b", namespace: REGISTRY_NAMESPACE });
+    // Removal: delete the Secret. Timed from the request, as the rotation is: the registry's watch can
+    // remove B before the delete call returns, and a check sent meanwhile rightly answers 404.
     const removedAt = performance.now();
+    await core.deleteNamespacedSecret({ name: "cluster-b", namespace: REGISTRY_NAMESPACE });
     const removedMs = await until(async () => b.answers.some((x) => x.at > removedAt && x.outcome === "404 unknown-cluster"), SERVED_WITHIN_MS, "B to answer 404 unknown-cluster");
     await sleep(1_000);
     const bAnswers = await b.stop();
