@@ -1,7 +1,8 @@
 /**
  * portcullis's own work per check, without gRPC or
- * HTTP/2 — the CheckRequest decoded by the same deserializer grpc-js uses, the checker, the
- * CheckResponse encoded by the same serializer — in a loop, on this process's CPU time. Quieter than
+ * HTTP/2 — the CheckRequest decoded by the deserializer grpc-js uses, the checker, the CheckResponse
+ * encoded by the serializer — in a loop, on this process's CPU time. portcullis's scenarios use the
+ * server's (protos.ts checkService); `noop` uses proto-loader's, as bench/noop-server.ts does. Quieter than
  * a load test, so a change to the hot path shows up even on a busy machine.
  *
  * The runner reports it beside the load tests; alone it is the quick loop for working on the hot path:
@@ -19,7 +20,7 @@ import { parseArgs } from "node:util";
 import pino from "pino";
 import { createChecker } from "../src/authz/check.ts";
 import { configSchema } from "../src/config/schema.ts";
-import { authorizationService } from "../src/envoy/protos.ts";
+import { authorizationService, checkService } from "../src/envoy/protos.ts";
 import { policiesFor } from "../src/server/app.ts";
 import { createLogging } from "../src/server/logging.ts";
 import { createMetrics } from "../src/metrics/prometheus.ts";
@@ -38,7 +39,7 @@ const paceMs = Number(values["pace-us"]) / 1000;
 const world = benchWorld(250);
 const requests =
   scenario === "user-token" ? await userTokenRequests(1000) : scenario === "plugin-assets" ? assetRequests(1000) : await pluginTokenRequests(world, 1000);
-const method = authorizationService()["Check"]!;
+const method = (scenario === "noop" ? authorizationService() : checkService())["Check"]!;
 // ghz's JSON form of the Timestamp is not what proto-loader encodes from.
 for (const r of requests) delete ((r["attributes"] as Record<string, Record<string, unknown>>)["request"]!)["time"];
 const wire = requests.map((r) => method.requestSerialize(r));

@@ -20,7 +20,10 @@ async function ladder() {
   measure("+ pino");
   await import("@grpc/grpc-js");
   await import("@grpc/proto-loader");
-  (await import("../src/envoy/protos.ts")).authorizationService();
+  // As the server loads them: its Check service and gRPC health (app.ts), not the client's definition.
+  const protos = await import("../src/envoy/protos.ts");
+  protos.checkService();
+  protos.healthService();
   measure("+ grpc-js, proto-loader, the Envoy protos");
   await import("@openfga/sdk");
   measure("+ @openfga/sdk");

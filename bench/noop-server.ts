@@ -1,8 +1,9 @@
 /**
- * The ceiling of this stack: an ext_authz server on @grpc/grpc-js that answers every Check with OK.
- * It loads the same vendored protos with the same proto-loader options as portcullis
- * (src/envoy/protos.ts), so it pays the same CheckRequest decoding and CheckResponse encoding:
- * whatever portcullis costs above this is its own work.
+ * The ceiling of this stack: the plain ext_authz server on @grpc/grpc-js, answering every Check with
+ * OK. It loads the same vendored protos through @grpc/proto-loader (src/envoy/protos.ts
+ * authorizationService), so it pays the same gRPC, HTTP/2 and protobuf decoding as portcullis, plus
+ * proto-loader's copy of each message into a plain object and back, which portcullis's server skips
+ * (checkService): whatever portcullis costs above this is its own work, less that copy.
  *
  *   node bench/noop-server.ts --ready-file FILE [--address 127.0.0.1:0]
  */

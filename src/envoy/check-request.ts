@@ -23,7 +23,10 @@ export interface HttpRequest {
   readonly contextExtensions: Readonly<Record<string, string>>;
 }
 
-/** The parts of envoy.service.auth.v3.CheckRequest we read, as @grpc/proto-loader decodes them. */
+/**
+ * The parts of envoy.service.auth.v3.CheckRequest we read: as protobufjs decodes it for the server
+ * (an absent message is null, an absent string ""), or as a plain object (a client, /explain).
+ */
 export interface CheckRequestMessage {
   attributes?: {
     request?: {
@@ -32,11 +35,11 @@ export interface CheckRequestMessage {
         method?: string;
         path?: string;
         headers?: Record<string, string>;
-        header_map?: { headers?: Array<{ key?: string; value?: string; raw_value?: Buffer | Uint8Array }> };
-      };
-    };
+        header_map?: { headers?: Array<{ key?: string; value?: string; raw_value?: Buffer | Uint8Array }> | null } | null;
+      } | null;
+    } | null;
     context_extensions?: Record<string, string>;
-  };
+  } | null;
 }
 
 /** Thrown for a CheckRequest that does not describe an HTTP request; the caller denies it. */
@@ -46,7 +49,8 @@ export class MalformedCheckRequest extends Error {
 
 export function fromCheckRequest(message: CheckRequestMessage): HttpRequest {
   const http = message.attributes?.request?.http;
-  if (http === undefined || typeof http.method !== "string" || typeof http.path !== "string" || http.method === "") {
+  // proto3 cannot tell an absent string from "": neither is an HTTP request.
+  if (http == null || typeof http.method !== "string" || typeof http.path !== "string" || http.method === "" || http.path === "") {
     throw new MalformedCheckRequest("CheckRequest carries no HTTP request");
   }
   const headers = readHeaders(http);
@@ -66,17 +70,18 @@ export function fromCheckRequest(message: CheckRequestMessage): HttpRequest {
 function readHeaders(http: NonNullable<NonNullable<NonNullable<CheckRequestMessage["attributes"]>["request"]>["http"]>): Record<string, string> {
   const out: Record<string, string> = Object.create(null);
   const entries = http.header_map?.headers;
-  if (entries !== undefined && entries.length > 0) {
+  if (entries != null && entries.length > 0) {
     for (const e of entries) {
-      if (typeof e.key !== "string") continue;
-      const value = e.raw_value !== undefined && e.raw_value.length > 0 ? Buffer.from(e.raw_value).toString("latin1") : (e.value ?? "");
+      // Decoded, an absent key reads "": no header has an empty name.
+      if (typeof e.key !== "string" || e.key === "") continue;
+      const value = headerEntryValue(e);
       const name = e.key.toLowerCase();
       out[name] = name in out ? `${out[name]}, ${value}` : value;
     }
     return out;
   }
   const headers = http.headers;
-  if (headers === undefined) return out;
+  if (headers == null) return out;
   for (const k of Object.keys(headers)) {
     // Envoy sends lower-case keys; a sender that does not must not get one of two values dropped.
     const name = k.toLowerCase();
@@ -84,6 +89,13 @@ function readHeaders(http: NonNullable<NonNullable<NonNullable<CheckRequestMessa
     out[name] = name in out ? `${out[name]}, ${v}` : v;
   }
   return out;
+}
+
+type HeaderEntry = NonNullable<NonNullable<NonNullable<NonNullable<NonNullable<CheckRequestMessage["attributes"]>["request"]>["http"]>["header_map"]>["headers"]>[number];
+
+/** One `header_map` entry's value: its raw bytes when Envoy sent them (read as Envoy holds them), else its value. */
+export function headerEntryValue(e: HeaderEntry): string {
+  return e.raw_value != null && e.raw_value.length > 0 ? Buffer.from(e.raw_value).toString("latin1") : (e.value ?? "");
 }
 
 function splitPath(raw: string): { path: string; query: URLSearchParams; targetError: string | undefined } {

@@ -1,12 +1,17 @@
 /**
  * Decision → envoy.service.auth.v3.CheckResponse. The one place that knows Envoy's response shape:
- * every response carries an explicit `status`, every denial `x-portcullis-reason`.
+ * every response carries an explicit `status`, every denial `x-portcullis-reason`. The message is
+ * encoded as built (protos.ts checkService): field names and types exactly the proto's.
  */
 import type { BodyShape, Decision, Deny } from "../authz/decision.ts";
 import { GrpcCode, REASONS } from "../authz/reasons.ts";
 
-/** envoy.config.core.v3.HeaderValueOption.HeaderAppendAction: replace whatever the request or reply had. */
-const OVERWRITE_IF_EXISTS_OR_ADD = "OVERWRITE_IF_EXISTS_OR_ADD";
+/**
+ * envoy.config.core.v3.HeaderValueOption.HeaderAppendAction OVERWRITE_IF_EXISTS_OR_ADD: replace
+ * whatever the request or reply had. As a number: the server encodes this message as built, and
+ * protobufjs writes enums as numbers (test/envoy/check-service.test.ts holds it to the vendored proto).
+ */
+export const OVERWRITE_IF_EXISTS_OR_ADD = 2;
 
 interface HeaderValueOption {
   header: { key: string; value: string };

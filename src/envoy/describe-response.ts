@@ -4,7 +4,7 @@
  * gRPC client decodes (enum names instead of numbers).
  */
 import { redactHeaders } from "../headers/redact.ts";
-import { loadAuthorizationPackage } from "./protos.ts";
+import { externalAuthRoot } from "./protos.ts";
 
 interface HeaderOption {
   header?: { key?: string; value?: string };
@@ -65,8 +65,7 @@ function httpStatus(code: number | string | undefined): number | undefined {
   if (typeof code === "number") return code;
   if (code === undefined) return undefined;
   if (statusNumbers === undefined) {
-    const descriptor = loadAuthorizationPackage()["envoy.type.v3.StatusCode"] as { type: { value: Array<{ name: string; number: number }> } };
-    statusNumbers = new Map(descriptor.type.value.map((v) => [v.name, v.number]));
+    statusNumbers = new Map(Object.entries(externalAuthRoot().lookupEnum("envoy.type.v3.StatusCode").values));
   }
   return statusNumbers.get(code);
 }

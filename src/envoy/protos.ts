@@ -1,10 +1,18 @@
 // Loads the vendored Envoy ext_authz and gRPC health protos (protos/envoy).
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import * as grpc from "@grpc/grpc-js";
+// Also registers descriptor.proto (imported by the validate/udpa annotations) with protobufjs's
+// bundled well-known types, which the check root below relies on.
 import * as protoLoader from "@grpc/proto-loader";
+import protobuf from "protobufjs";
+import type { CheckRequestMessage } from "./check-request.ts";
+import type { CheckResponseMessage } from "./check-response.ts";
 
 /** Include root of the vendored protos: `import "envoy/..."` resolves from here. */
 export const PROTO_ROOT = resolve(import.meta.dirname, "../../protos/envoy");
+
+const EXTERNAL_AUTH_PROTO = "envoy/service/auth/v3/external_auth.proto";
+const HEALTH_PROTO = "grpc/health/v1/health.proto";
 
 // Proto field names (keepCase) so messages look like Envoy's YAML/JSON and docs.
 export const LOAD_OPTIONS: protoLoader.Options = {
@@ -18,30 +26,83 @@ export const LOAD_OPTIONS: protoLoader.Options = {
 
 let packageDefinition: protoLoader.PackageDefinition | undefined;
 
-/** Package definition of the ext_authz Check service and gRPC health, loaded once. */
+/** Package definition of the ext_authz Check service and gRPC health, loaded once: for clients and the bench's no-op. */
 export function loadAuthorizationPackage(): protoLoader.PackageDefinition {
-  packageDefinition ??= protoLoader.loadSync(
-    ["envoy/service/auth/v3/external_auth.proto", "grpc/health/v1/health.proto"],
-    LOAD_OPTIONS,
-  );
+  packageDefinition ??= protoLoader.loadSync([EXTERNAL_AUTH_PROTO, HEALTH_PROTO], LOAD_OPTIONS);
   return packageDefinition;
 }
 
-function serviceConstructor(fullName: string): grpc.ServiceClientConstructor {
-  let node: unknown = grpc.loadPackageDefinition(loadAuthorizationPackage());
+function serviceConstructor(definition: protoLoader.PackageDefinition, fullName: string): grpc.ServiceClientConstructor {
+  let node: unknown = grpc.loadPackageDefinition(definition);
   for (const part of fullName.split(".")) node = (node as grpc.GrpcObject)[part];
   if (typeof node !== "function") throw new Error(`service ${fullName} not found in loaded protos`);
   return node as grpc.ServiceClientConstructor;
 }
 
-/** `envoy.service.auth.v3.Authorization`, for `server.addService`. */
+/**
+ * `envoy.service.auth.v3.Authorization` as @grpc/proto-loader defines it: plain objects with enum
+ * names both ways. What a client (and the bench's no-op server) uses; the server uses checkService().
+ */
 export function authorizationService(): grpc.ServiceDefinition {
-  return serviceConstructor("envoy.service.auth.v3.Authorization").service;
+  return serviceConstructor(loadAuthorizationPackage(), "envoy.service.auth.v3.Authorization").service;
 }
 
-/** `grpc.health.v1.Health`, for `server.addService`. */
+let health: grpc.ServiceDefinition | undefined;
+
+/** `grpc.health.v1.Health`, for `server.addService`: its own small package, so the server never loads proto-loader's ext_authz tree. */
 export function healthService(): grpc.ServiceDefinition {
-  return serviceConstructor("grpc.health.v1.Health").service;
+  health ??= serviceConstructor(protoLoader.loadSync(HEALTH_PROTO, LOAD_OPTIONS), "grpc.health.v1.Health").service;
+  return health;
+}
+
+let checkRoot: protobuf.Root | undefined;
+
+/** The ext_authz protos as protobufjs reflection (proto field names), loaded once. */
+export function externalAuthRoot(): protobuf.Root {
+  if (checkRoot === undefined) {
+    const root = new protobuf.Root();
+    root.resolvePath = (_origin, target) => join(PROTO_ROOT, target);
+    root.loadSync(EXTERNAL_AUTH_PROTO, { keepCase: true }).resolveAll();
+    checkRoot = root;
+  }
+  return checkRoot;
+}
+
+let check: grpc.ServiceDefinition | undefined;
+
+/**
+ * `envoy.service.auth.v3.Authorization` as the server runs it. Same wire format as
+ * authorizationService(), without proto-loader's copy of every message into a plain object and back:
+ * a CheckRequest arrives as protobufjs decoded it (an absent message field reads null, an absent
+ * string ""), and a CheckResponse is encoded as toCheckResponse built it (enums as numbers).
+ * test/envoy/check-service.test.ts holds both directions to proto-loader's reading byte for byte.
+ */
+export function checkService(): grpc.ServiceDefinition {
+  if (check === undefined) {
+    const root = externalAuthRoot();
+    const service = root.lookupService("envoy.service.auth.v3.Authorization");
+    const method = service.methods["Check"]!;
+    const request = root.lookupType(method.requestType);
+    const response = root.lookupType(method.responseType);
+    check = {
+      Check: {
+        path: `/${service.fullName.slice(1)}/${method.name}`,
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: (message: CheckRequestMessage) => encoded(request, message),
+        requestDeserialize: (bytes: Buffer) => request.decode(bytes) as CheckRequestMessage,
+        responseSerialize: (message: CheckResponseMessage) => encoded(response, message),
+        responseDeserialize: (bytes: Buffer) => response.decode(bytes) as unknown as CheckResponseMessage,
+        originalName: "check",
+      },
+    };
+  }
+  return check;
+}
+
+/** protobufjs's writer under Node is its BufferWriter: finish() is already the Buffer grpc-js sends. */
+function encoded(type: protobuf.Type, message: object): Buffer {
+  return type.encode(message).finish() as Buffer;
 }
 
 export interface AuthorizationClient extends grpc.Client {
@@ -55,7 +116,7 @@ export function authorizationClient(
   credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
   options: grpc.ChannelOptions = {},
 ): AuthorizationClient {
-  const Client = serviceConstructor("envoy.service.auth.v3.Authorization");
+  const Client = serviceConstructor(loadAuthorizationPackage(), "envoy.service.auth.v3.Authorization");
   const client = new Client(address, credentials, options);
   const call = client["Check"] as (
     req: object,

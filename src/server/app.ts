@@ -26,7 +26,7 @@ import type {
 import { readSecret } from "../config/load.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
-import { authorizationService, healthService } from "../envoy/protos.ts";
+import { checkService, healthService } from "../envoy/protos.ts";
 import { ClusterDiscovery, clusterDiscoveryService } from "../envoy/cluster-discovery.ts";
 import { OpenFgaCanView } from "../fga/can-view.ts";
 import { storeRef } from "../fga/store.ts";
@@ -291,7 +291,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   let inFlight = 0;
   const grpcServer = withCallMetrics(new grpc.Server());
-  grpcServer.addService(authorizationService(), {
+  grpcServer.addService(checkService(), {
     Check(call: grpc.ServerUnaryCall<CheckRequestMessage, unknown>, callback: grpc.sendUnaryData<unknown>) {
       inFlight++;
       check(call.request, call.metadata).then(

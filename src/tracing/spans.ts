@@ -7,7 +7,7 @@
  * (no Check waiting) and a Check the sampler dropped add nothing.
  */
 import { type Attributes, context, propagation, SpanKind, SpanStatusCode, type TextMapGetter, trace, type Tracer } from "@opentelemetry/api";
-import type { CheckRequestMessage } from "../envoy/check-request.ts";
+import { type CheckRequestMessage, headerEntryValue } from "../envoy/check-request.ts";
 import type { CheckResponseMessage } from "../envoy/check-response.ts";
 
 let tracer: Tracer | undefined;
@@ -104,8 +104,7 @@ const REQUEST_HEADERS: TextMapGetter<CheckRequestMessage> = {
     const value = http?.headers?.[key];
     if (value !== undefined) return value;
     const entry = http?.header_map?.headers?.find((h) => h.key === key);
-    if (entry === undefined) return undefined;
-    return entry.value ?? (entry.raw_value === undefined ? undefined : Buffer.from(entry.raw_value).toString("latin1"));
+    return entry === undefined ? undefined : headerEntryValue(entry);
   },
 };
 

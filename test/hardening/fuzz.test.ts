@@ -19,7 +19,8 @@ import { createChecker } from "../../src/authz/check.ts";
 import type { AccessAttributes } from "../../src/authz/ports.ts";
 import { REASONS } from "../../src/authz/reasons.ts";
 import type { CheckRequestMessage } from "../../src/envoy/check-request.ts";
-import type { CheckResponseMessage } from "../../src/envoy/check-response.ts";
+import { type CheckResponseMessage, OVERWRITE_IF_EXISTS_OR_ADD } from "../../src/envoy/check-response.ts";
+import { externalAuthRoot } from "../../src/envoy/protos.ts";
 import { policiesFor } from "../../src/server/app.ts";
 import type { CheckResponse } from "../support/envoy.ts";
 import { FakeWorld, installation } from "../support/fakes.ts";
@@ -373,7 +374,7 @@ function malformedResponse(spec: RequestSpec, res: CheckResponseMessage): string
       if (!name.startsWith("x-fundament-") && !name.startsWith("x-konfidence-")) continue;
       if (!removed.has(name) && (!set.has(name) || set.get(name) === value)) return `${name} survived`;
     }
-    if (res.ok_response.headers.some((h) => h.append_action !== "OVERWRITE_IF_EXISTS_OR_ADD")) return "a header is appended, not overwritten";
+    if (res.ok_response.headers.some((h) => h.append_action !== OVERWRITE_IF_EXISTS_OR_ADD)) return "a header is appended, not overwritten";
     const protocols = sent["sec-websocket-protocol"];
     const forwarded = removed.has("sec-websocket-protocol") ? "" : (set.get("sec-websocket-protocol") ?? protocols ?? "");
     if (forwarded.includes("base64url.bearer.authorization.k8s.io.")) return "a bearer subprotocol travels on";
@@ -481,7 +482,7 @@ describe("fuzzing the decision core", () => {
 /** An allow as a broken gateway would give it, with a ServiceAccount token swapped in. */
 const ALLOW: CheckResponseMessage = {
   status: { code: 0, message: "" },
-  ok_response: { headers: [{ header: { key: "authorization", value: "Bearer sa-token-for-x" }, append_action: "OVERWRITE_IF_EXISTS_OR_ADD" }], headers_to_remove: [] },
+  ok_response: { headers: [{ header: { key: "authorization", value: "Bearer sa-token-for-x" }, append_action: OVERWRITE_IF_EXISTS_OR_ADD }], headers_to_remove: [] },
 };
 const reasonOf = (res: CheckResponseMessage) => res.denied_response?.headers.find((h) => h.header.key === "x-portcullis-reason")?.header.value;
 
@@ -514,10 +515,14 @@ describe("the properties can fail: each catches a deliberately broken checker", 
   });
 });
 
-/** The gRPC client decodes enums as names and leaves absent fields out; back to the checker's shape. */
+/** The gRPC client decodes enums as names (numbers here, from the vendored proto) and leaves absent fields out; back to the checker's shape. */
 function toMessage(raw: CheckResponse): CheckResponseMessage {
   const STATUS: Record<string, number> = { BadRequest: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, MethodNotAllowed: 405, InternalServerError: 500, ServiceUnavailable: 503 };
-  const header = (h: { header: { key: string; value: string }; append_action?: string }) => ({ header: h.header, append_action: h.append_action as "OVERWRITE_IF_EXISTS_OR_ADD" });
+  const APPEND_ACTIONS = externalAuthRoot().lookupEnum("envoy.config.core.v3.HeaderValueOption.HeaderAppendAction").values;
+  const header = (h: { header: { key: string; value: string }; append_action?: string }) => ({
+    header: h.header,
+    append_action: APPEND_ACTIONS[h.append_action ?? "APPEND_IF_EXISTS_OR_ADD"] as typeof OVERWRITE_IF_EXISTS_OR_ADD,
+  });
   return {
     status: { code: raw.status.code, message: raw.status.message ?? "" },
     ...(raw.ok_response === undefined && raw.status.code === 0
