@@ -29,17 +29,25 @@ export interface HttpRequest {
  */
 export interface CheckRequestMessage {
   attributes?: {
-    request?: {
-      http?: {
-        id?: string;
-        method?: string;
-        path?: string;
-        headers?: Record<string, string>;
-        header_map?: { headers?: Array<{ key?: string; value?: string; raw_value?: Buffer | Uint8Array }> | null } | null;
-      } | null;
-    } | null;
+    request?: { http?: HttpAttributes | null } | null;
     context_extensions?: Record<string, string>;
   } | null;
+}
+
+/** envoy.service.auth.v3.AttributeContext.HttpRequest, the parts we read. */
+interface HttpAttributes {
+  id?: string;
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  header_map?: { headers?: HeaderEntry[] | null } | null;
+}
+
+/** envoy.config.core.v3.HeaderValue, as `header_map` carries it. */
+interface HeaderEntry {
+  key?: string;
+  value?: string;
+  raw_value?: Buffer | Uint8Array;
 }
 
 /** Thrown for a CheckRequest that does not describe an HTTP request; the caller denies it. */
@@ -67,7 +75,7 @@ export function fromCheckRequest(message: CheckRequestMessage): HttpRequest {
 }
 
 /** Envoy sends `headers`, or `header_map` when `encode_raw_headers` is on; repeated entries are merged as Envoy does. */
-function readHeaders(http: NonNullable<NonNullable<NonNullable<CheckRequestMessage["attributes"]>["request"]>["http"]>): Record<string, string> {
+function readHeaders(http: HttpAttributes): Record<string, string> {
   const out: Record<string, string> = Object.create(null);
   const entries = http.header_map?.headers;
   if (entries != null && entries.length > 0) {
@@ -90,8 +98,6 @@ function readHeaders(http: NonNullable<NonNullable<NonNullable<CheckRequestMessa
   }
   return out;
 }
-
-type HeaderEntry = NonNullable<NonNullable<NonNullable<NonNullable<NonNullable<CheckRequestMessage["attributes"]>["request"]>["http"]>["header_map"]>["headers"]>[number];
 
 /** One `header_map` entry's value: its raw bytes when Envoy sent them (read as Envoy holds them), else its value. */
 export function headerEntryValue(e: HeaderEntry): string {
