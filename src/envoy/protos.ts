@@ -2,7 +2,7 @@
 import { join, resolve } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 // Also registers descriptor.proto (imported by the validate/udpa annotations) with protobufjs's
-// bundled well-known types, which the check root below relies on.
+// bundled well-known types, which externalAuthRoot() relies on.
 import * as protoLoader from "@grpc/proto-loader";
 import protobuf from "protobufjs";
 import type { CheckRequestMessage } from "./check-request.ts";
@@ -47,28 +47,28 @@ export function authorizationService(): grpc.ServiceDefinition {
   return serviceConstructor(loadAuthorizationPackage(), "envoy.service.auth.v3.Authorization").service;
 }
 
-let health: grpc.ServiceDefinition | undefined;
+let healthDefinition: grpc.ServiceDefinition | undefined;
 
 /** `grpc.health.v1.Health`, for `server.addService`: its own small package, so the server never loads proto-loader's ext_authz tree. */
 export function healthService(): grpc.ServiceDefinition {
-  health ??= serviceConstructor(protoLoader.loadSync(HEALTH_PROTO, LOAD_OPTIONS), "grpc.health.v1.Health").service;
-  return health;
+  healthDefinition ??= serviceConstructor(protoLoader.loadSync(HEALTH_PROTO, LOAD_OPTIONS), "grpc.health.v1.Health").service;
+  return healthDefinition;
 }
 
-let checkRoot: protobuf.Root | undefined;
+let externalAuth: protobuf.Root | undefined;
 
 /** The ext_authz protos as protobufjs reflection (proto field names), loaded once. */
 export function externalAuthRoot(): protobuf.Root {
-  if (checkRoot === undefined) {
+  if (externalAuth === undefined) {
     const root = new protobuf.Root();
     root.resolvePath = (_origin, target) => join(PROTO_ROOT, target);
     root.loadSync(EXTERNAL_AUTH_PROTO, { keepCase: true }).resolveAll();
-    checkRoot = root;
+    externalAuth = root;
   }
-  return checkRoot;
+  return externalAuth;
 }
 
-let check: grpc.ServiceDefinition | undefined;
+let checkDefinition: grpc.ServiceDefinition | undefined;
 
 /**
  * `envoy.service.auth.v3.Authorization` as the server runs it. Same wire format as
@@ -78,13 +78,13 @@ let check: grpc.ServiceDefinition | undefined;
  * test/envoy/check-service.test.ts holds both directions to proto-loader's reading byte for byte.
  */
 export function checkService(): grpc.ServiceDefinition {
-  if (check === undefined) {
+  if (checkDefinition === undefined) {
     const root = externalAuthRoot();
     const service = root.lookupService("envoy.service.auth.v3.Authorization");
     const method = service.methods["Check"]!;
     const request = root.lookupType(method.requestType);
     const response = root.lookupType(method.responseType);
-    check = {
+    checkDefinition = {
       Check: {
         path: `/${service.fullName.slice(1)}/${method.name}`,
         requestStream: false,
@@ -97,7 +97,7 @@ export function checkService(): grpc.ServiceDefinition {
       },
     };
   }
-  return check;
+  return checkDefinition;
 }
 
 /** protobufjs's writer under Node is its BufferWriter: finish() is already the Buffer grpc-js sends. */
