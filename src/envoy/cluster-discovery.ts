@@ -22,13 +22,12 @@
  */
 import { createHash } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
 import type { Logger } from "pino";
 import type { ClusterCredentials } from "../kube/clusters.ts";
 import { kubeApiCluster } from "../deploy/envoy-config.ts";
 import { kubeApiEnvoyCluster } from "../authz/kube-api-upstream.ts";
 import { decodeMessage, envoyRoot } from "./bootstrap.ts";
-import { LOAD_OPTIONS } from "./protos.ts";
+import { protobufService, protoRoot } from "./protos.ts";
 
 export const CLUSTER_TYPE_URL = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const CLUSTER_TYPE = "envoy.config.cluster.v3.Cluster";
@@ -224,13 +223,12 @@ export class ClusterDiscovery {
 
 let service: grpc.ServiceDefinition | undefined;
 
-/** `envoy.service.cluster.v3.ClusterDiscoveryService`, for `server.addService`. */
+/**
+ * `envoy.service.cluster.v3.ClusterDiscoveryService`, for `server.addService`: requests as
+ * protobufjs decodes them (an absent error_detail reads null, an absent string ""), responses
+ * encoded as #send builds them (protos.ts protobufService).
+ */
 export function clusterDiscoveryService(): grpc.ServiceDefinition {
-  if (service === undefined) {
-    const loaded = grpc.loadPackageDefinition(protoLoader.loadSync("envoy/service/cluster/v3/cds.proto", LOAD_OPTIONS)) as unknown as {
-      envoy: { service: { cluster: { v3: { ClusterDiscoveryService: grpc.ServiceClientConstructor } } } };
-    };
-    service = loaded.envoy.service.cluster.v3.ClusterDiscoveryService.service;
-  }
+  service ??= protobufService(protoRoot("envoy/service/cluster/v3/cds.proto"), "envoy.service.cluster.v3.ClusterDiscoveryService");
   return service;
 }

@@ -5,8 +5,6 @@ import * as grpc from "@grpc/grpc-js";
 // bundled well-known types, which externalAuthRoot() relies on.
 import * as protoLoader from "@grpc/proto-loader";
 import protobuf from "protobufjs";
-import type { CheckRequestMessage } from "./check-request.ts";
-import type { CheckResponseMessage } from "./check-response.ts";
 
 /** Include root of the vendored protos: `import "envoy/..."` resolves from here. */
 export const PROTO_ROOT = resolve(import.meta.dirname, "../../protos/envoy");
@@ -55,48 +53,57 @@ export function healthService(): grpc.ServiceDefinition {
   return healthDefinition;
 }
 
+/** One vendored proto file and its imports as protobufjs reflection (proto field names), resolved. */
+export function protoRoot(file: string): protobuf.Root {
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => join(PROTO_ROOT, target);
+  root.loadSync(file, { keepCase: true }).resolveAll();
+  return root;
+}
+
 let externalAuth: protobuf.Root | undefined;
 
-/** The ext_authz protos as protobufjs reflection (proto field names), loaded once. */
+/** The ext_authz protos as protobufjs reflection, loaded once. */
 export function externalAuthRoot(): protobuf.Root {
-  if (externalAuth === undefined) {
-    const root = new protobuf.Root();
-    root.resolvePath = (_origin, target) => join(PROTO_ROOT, target);
-    root.loadSync(EXTERNAL_AUTH_PROTO, { keepCase: true }).resolveAll();
-    externalAuth = root;
-  }
+  externalAuth ??= protoRoot(EXTERNAL_AUTH_PROTO);
   return externalAuth;
+}
+
+/**
+ * A service of `root` as grpc-js defines it, without proto-loader's copy of every message into a
+ * plain object and back: a request arrives as protobufjs decoded it (an absent message field reads
+ * null, an absent string ""), and a response is encoded as the handler built it (enums as numbers).
+ */
+export function protobufService(root: protobuf.Root, name: string): grpc.ServiceDefinition {
+  const service = root.lookupService(name);
+  const definition: Record<string, grpc.MethodDefinition<object, object>> = {};
+  for (const method of service.methodsArray) {
+    const request = method.resolvedRequestType!;
+    const response = method.resolvedResponseType!;
+    definition[method.name] = {
+      path: `/${service.fullName.slice(1)}/${method.name}`,
+      requestStream: method.requestStream === true,
+      responseStream: method.responseStream === true,
+      requestSerialize: (message: object) => encoded(request, message),
+      requestDeserialize: (bytes: Buffer) => request.decode(bytes),
+      responseSerialize: (message: object) => encoded(response, message),
+      responseDeserialize: (bytes: Buffer) => response.decode(bytes),
+      originalName: method.name.charAt(0).toLowerCase() + method.name.slice(1),
+    };
+  }
+  return definition;
 }
 
 let checkDefinition: grpc.ServiceDefinition | undefined;
 
 /**
- * `envoy.service.auth.v3.Authorization` as the server runs it. Same wire format as
- * authorizationService(), without proto-loader's copy of every message into a plain object and back:
- * a CheckRequest arrives as protobufjs decoded it (an absent message field reads null, an absent
- * string ""), and a CheckResponse is encoded as toCheckResponse built it (enums as numbers).
- * test/envoy/check-service.test.ts holds both directions to proto-loader's reading byte for byte.
+ * `envoy.service.auth.v3.Authorization` as the server runs it (protobufService): the same wire
+ * format as authorizationService(), read as check-request.ts's CheckRequestMessage and written from
+ * check-response.ts's CheckResponseMessage. test/envoy/check-service.test.ts holds both directions
+ * to proto-loader's reading byte for byte.
  */
 export function checkService(): grpc.ServiceDefinition {
-  if (checkDefinition === undefined) {
-    const root = externalAuthRoot();
-    const service = root.lookupService("envoy.service.auth.v3.Authorization");
-    const method = service.methods["Check"]!;
-    const request = root.lookupType(method.requestType);
-    const response = root.lookupType(method.responseType);
-    checkDefinition = {
-      Check: {
-        path: `/${service.fullName.slice(1)}/${method.name}`,
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: (message: CheckRequestMessage) => encoded(request, message),
-        requestDeserialize: (bytes: Buffer) => request.decode(bytes) as CheckRequestMessage,
-        responseSerialize: (message: CheckResponseMessage) => encoded(response, message),
-        responseDeserialize: (bytes: Buffer) => response.decode(bytes) as unknown as CheckResponseMessage,
-        originalName: "check",
-      },
-    };
-  }
+  checkDefinition ??= protobufService(externalAuthRoot(), "envoy.service.auth.v3.Authorization");
   return checkDefinition;
 }
 
