@@ -5,7 +5,9 @@
  * entry and a can_view entry per user). The server's RSS is read from /proc before, during (the
  * RSS curve: RSS and V8 heap used every users/CURVE_POINTS checks, heap from the admin port's
  * /metrics so no GC is forced), after, after a full GC (SIGUSR2 report), and once more a minute
- * after that, idle (what V8 and malloc give back on their own).
+ * after that, idle (what V8 and malloc give back on their own). The raised caches preallocate their
+ * tables (lru-cache sizes them by `max`), so the idle server as shipped is read first, in a process
+ * of its own with the configuration's default cache sizes.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -39,6 +41,8 @@ export interface MemoryScenario {
   readonly fillSeconds: number;
   /** The server's CPU time (user + system) over the fill: what the GC settings cost. */
   readonly fillCpuSeconds: number;
+  /** The idle server as shipped (default cache sizes, its own process), index synced, after a full GC. */
+  readonly idleShipped: MemoryReport;
   /** VmRSS of the idle server once its index has synced. */
   readonly rssIdleBytes: number;
   /** VmRSS right after the last check. */
@@ -80,35 +84,53 @@ export async function runMemoryScenario(options: {
   const memoryFile = join(workDir, "memory-report.json");
   const nodeFlags = options.nodeFlags ?? [];
   const env = options.env ?? {};
-  const server = await startProcess({
-    name: "portcullis-real-ports",
-    core: options.serverCore,
-    env,
-    command: [
-      node,
-      ...nodeFlags,
-      "--expose-gc",
-      join(import.meta.dirname, "servers/portcullis.ts"),
-      "--ready-file",
-      "{READY}",
-      "--world",
-      worldFile,
-      "--scenario",
-      "real-ports",
-      "--upstream",
-      join(workDir, "upstream-fakes.ready.json"),
-      "--memory-file",
-      memoryFile,
-    ],
-    workDir,
-    timeoutMs: 120_000,
-  });
-  const report = async (): Promise<MemoryReport> => {
+  const startServer = (extra: readonly string[]) =>
+    startProcess({
+      name: extra.length === 0 ? "portcullis-real-ports" : "portcullis-real-ports-shipped-caches",
+      core: options.serverCore,
+      env,
+      command: [
+        node,
+        ...nodeFlags,
+        "--expose-gc",
+        join(import.meta.dirname, "servers/portcullis.ts"),
+        "--ready-file",
+        "{READY}",
+        "--world",
+        worldFile,
+        "--scenario",
+        "real-ports",
+        "--upstream",
+        join(workDir, "upstream-fakes.ready.json"),
+        "--memory-file",
+        memoryFile,
+        ...extra,
+      ],
+      workDir,
+      timeoutMs: 120_000,
+    });
+  const reportOf = async (pid: number): Promise<MemoryReport> => {
     rmSync(memoryFile, { force: true });
-    process.kill(server.pid, "SIGUSR2");
+    process.kill(pid, "SIGUSR2");
     while (!existsSync(memoryFile)) await sleep(50);
     return JSON.parse(readFileSync(memoryFile, "utf8")) as MemoryReport;
   };
+  let idleShipped: MemoryReport;
+  let server: Awaited<ReturnType<typeof startProcess>>;
+  try {
+    const shipped = await startServer(["--shipped-caches"]);
+    try {
+      await sleep(1_000);
+      idleShipped = await reportOf(shipped.pid);
+    } finally {
+      await shipped.stop();
+    }
+    server = await startServer([]);
+  } catch (err) {
+    await fakes.stop();
+    throw err;
+  }
+  const report = () => reportOf(server.pid);
   const heap = async (): Promise<{ heapUsedBytes: number; heapTotalBytes: number }> => {
     const text = await (await fetch(`http://127.0.0.1:${server.info["adminPort"] as number}/metrics`)).text();
     const metric = (name: string) => Number(new RegExp(`^${name} (\\d+)`, "m").exec(text)?.[1] ?? Number.NaN);
@@ -177,6 +199,7 @@ export async function runMemoryScenario(options: {
       failed,
       fillSeconds,
       fillCpuSeconds,
+      idleShipped,
       rssIdleBytes,
       rssFilledBytes,
       afterGc,

@@ -21,6 +21,8 @@ export interface ServerArgs {
   readonly upstream: string;
   /** Where a CPU profile goes: started on SIGHUP, written on SIGTERM (so warm-up and start-up stay out of it). */
   readonly profileFile: string;
+  /** real-ports with the shipped cache sizes and TTLs, not the memory scenario's raised ones. */
+  readonly shippedCaches: boolean;
 }
 
 export function serverArgs(): ServerArgs {
@@ -33,6 +35,7 @@ export function serverArgs(): ServerArgs {
       world: { type: "string", default: "" },
       upstream: { type: "string", default: "" },
       "profile-file": { type: "string", default: "" },
+      "shipped-caches": { type: "boolean", default: false },
     },
     strict: true,
   });
@@ -45,6 +48,7 @@ export function serverArgs(): ServerArgs {
     world: values.world,
     upstream: values.upstream,
     profileFile: values["profile-file"],
+    shippedCaches: values["shipped-caches"],
   };
 }
 

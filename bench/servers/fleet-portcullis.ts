@@ -14,6 +14,7 @@ import pino from "pino";
 import { loadConfigForStart } from "../../src/config/load.ts";
 import { connectPorts, startServer } from "../../src/server/app.ts";
 import { createLogging } from "../../src/server/logging.ts";
+import { startWatchdog } from "../../src/server/watchdog.ts";
 import { announceReady, reportMemoryOnSignal } from "./common.ts";
 
 const { values } = parseArgs({
@@ -33,6 +34,8 @@ const started = performance.now();
 const config = await loadConfigForStart(values.config);
 const logFile = values["log-file"];
 const logging = createLogging(config.logLevel, logFile === undefined ? undefined : pino.destination({ dest: logFile, sync: false }));
+// As serve.ts starts it (on by default): its thread is part of what a replica holds in memory.
+if (config.watchdog.enabled) startWatchdog({ timeoutMs: config.watchdog.timeoutMs, logger: logging.logger });
 const ports = await connectPorts(config, logging.logger);
 const syncedClusters = () => ports.indexSizes().filter((s) => s.index === "plugininstallations" && s.synced).length;
 const expected = Number(values["expect-clusters"]);

@@ -1,12 +1,12 @@
 /**
  * portcullis as the benchmark runs it: one process (`workers: 1`; the runner pins it to one core),
- * the real server (src/server/app.ts startServer: gRPC, health, admin, logging, the audit line) and
- * the real policies. Logs and audit lines go to stdout, asynchronously, as in production (the
- * runner sends them to /dev/null).
+ * the real server (src/server/app.ts startServer: gRPC, health, admin, logging, the audit line; the
+ * watchdog's thread, as serve.ts starts it) and the real policies. Logs and audit lines go to
+ * stdout, asynchronously, as in production (the runner sends them to /dev/null).
  *  - default: warm in-memory ports (bench/warm-ports.ts), so remote gates are excluded;
  *  - `--scenario real-ports --upstream U.json`: the real ports (OpenFGA SDK, client-node SAR,
  *    TokenRequest, the PluginInstallation watch) against bench/servers/upstream-fakes.ts, caches
- *    sized for the memory scenario.
+ *    sized for the memory scenario (with `--shipped-caches`, the configuration's defaults).
  *
  *   node bench/servers/portcullis.ts --ready-file F --world W.json [--address 127.0.0.1:0]
  */
@@ -18,6 +18,7 @@ import { ProjectStore } from "../../src/konfidence/project-index.ts";
 import { ProviderHttp } from "../../src/konfidence/provider-http.ts";
 import { connectPorts, type Ports, startServer } from "../../src/server/app.ts";
 import { createLogging } from "../../src/server/logging.ts";
+import { startWatchdog } from "../../src/server/watchdog.ts";
 import { konfidenceScenario } from "../../test/konfidence/scenario.ts";
 import { SECRET } from "../../test/support/tokens.ts";
 import type { KonfidenceBenchWorld } from "../konfidence-world.ts";
@@ -36,19 +37,22 @@ const konfidence = world.konfidence;
 process.env["PORTCULLIS_BENCH_SECRET"] = SECRET;
 const realPorts = args.scenario === "real-ports";
 const upstream = realPorts ? (JSON.parse(readFileSync(args.upstream, "utf8")) as { openfgaUrl: string; storeId: string; kubeconfig: string }) : undefined;
+const raisedCaches = realPorts && !args.shippedCaches;
 
 const config = configSchema.parse({
   workers: 1,
   logLevel: "info",
   listen: { grpc: await withFreePort(args.address), admin: `127.0.0.1:${await freePort()}`, internal: `127.0.0.1:${await freePort()}` },
-  tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }], ...(realPorts ? { cacheMaxEntries: MEMORY_CACHE_ENTRIES } : {}) },
+  tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }], ...(raisedCaches ? { cacheMaxEntries: MEMORY_CACHE_ENTRIES } : {}) },
   openfga:
     upstream === undefined
       ? // Never contacted: the warm ports answer from memory.
         { apiUrl: "http://127.0.0.1:1", storeId: "01JBENCHST0RE0000000000000" }
-      : { apiUrl: upstream.openfgaUrl, storeId: upstream.storeId, timeoutMs: 2_000, allowTtlMs: HOUR_MS, cacheMaxEntries: MEMORY_CACHE_ENTRIES },
+      : raisedCaches
+        ? { apiUrl: upstream.openfgaUrl, storeId: upstream.storeId, timeoutMs: 2_000, allowTtlMs: HOUR_MS, cacheMaxEntries: MEMORY_CACHE_ENTRIES }
+        : { apiUrl: upstream.openfgaUrl, storeId: upstream.storeId },
   clusters: world.clusterIds.map((id) => ({ id, kubeconfig: upstream?.kubeconfig ?? "/nonexistent" })),
-  ...(realPorts
+  ...(raisedCaches
     ? {
         check: { timeoutMs: 5_000 },
         kube: {
@@ -60,6 +64,8 @@ const config = configSchema.parse({
   ...(konfidence === undefined ? {} : { konfidence: { providers: { allowList: konfidence.providers } } }),
 });
 const logging = createLogging(config.logLevel);
+// As serve.ts starts it (on by default): its thread is part of what a replica holds in memory.
+if (config.watchdog.enabled) startWatchdog({ timeoutMs: config.watchdog.timeoutMs, logger: logging.logger });
 let ports: Ports;
 if (realPorts) {
   ports = await connectPorts(config, logging.logger);
