@@ -49,10 +49,16 @@ export const API_SERVER_POOL = {
   /** Below kube-apiserver's idle close, so a reused connection is rarely one the server is closing. */
   keepAliveTimeout: 30_000,
   keepAliveMaxTimeout: 60_000,
-  /** Backstops for calls without their own deadline; reviews and lists abort far sooner. */
+  /** Backstop for calls without their own deadline; reviews and lists abort far sooner. */
   headersTimeout: 30_000,
-  /** Longer than client-node's 30 s watch inactivity abort, which decides when a silent watch is dead. */
-  bodyTimeout: 60_000,
+  /**
+   * None: a watch body is silent for as long as the API server has nothing to say, and kube-apiserver
+   * sends a bookmark only about once a minute, so undici's 60 s would end every quiet watch with an
+   * error (unsynced, a 503 window and a fresh list, each minute, on every cluster). How long a watch
+   * may be silent is watched-index.ts's bound (kube.watch.inactivityMs); every other call carries its
+   * own deadline as an abort signal.
+   */
+  bodyTimeout: 0,
 } as const satisfies Agent.Options;
 
 /**
