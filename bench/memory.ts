@@ -41,8 +41,8 @@ export interface MemoryScenario {
   readonly fillSeconds: number;
   /** The server's CPU time (user + system) over the fill: what the GC settings cost. */
   readonly fillCpuSeconds: number;
-  /** The idle server as shipped (default cache sizes, its own process), index synced, after a full GC. */
-  readonly idleShipped: MemoryReport;
+  /** The idle server as shipped (default cache sizes, its own process), index synced, after a full GC; absent in runs before 2026-12-02. */
+  readonly idleShipped?: MemoryReport;
   /** VmRSS of the idle server once its index has synced. */
   readonly rssIdleBytes: number;
   /** VmRSS right after the last check. */
