@@ -84,9 +84,9 @@ export async function runMemoryScenario(options: {
   const memoryFile = join(workDir, "memory-report.json");
   const nodeFlags = options.nodeFlags ?? [];
   const env = options.env ?? {};
-  const startServer = (extra: readonly string[]) =>
+  const startServer = (shippedCaches: boolean) =>
     startProcess({
-      name: extra.length === 0 ? "portcullis-real-ports" : "portcullis-real-ports-shipped-caches",
+      name: shippedCaches ? "portcullis-real-ports-shipped-caches" : "portcullis-real-ports",
       core: options.serverCore,
       env,
       command: [
@@ -104,7 +104,7 @@ export async function runMemoryScenario(options: {
         join(workDir, "upstream-fakes.ready.json"),
         "--memory-file",
         memoryFile,
-        ...extra,
+        ...(shippedCaches ? ["--shipped-caches"] : []),
       ],
       workDir,
       timeoutMs: 120_000,
@@ -115,21 +115,18 @@ export async function runMemoryScenario(options: {
     while (!existsSync(memoryFile)) await sleep(50);
     return JSON.parse(readFileSync(memoryFile, "utf8")) as MemoryReport;
   };
-  let idleShipped: MemoryReport;
-  let server: Awaited<ReturnType<typeof startProcess>>;
-  try {
-    const shipped = await startServer(["--shipped-caches"]);
+  /** The idle server as shipped, in a process of its own: its report after a full GC, then it is stopped. */
+  const idleAsShipped = async (): Promise<MemoryReport> => {
+    const shipped = await startServer(true);
     try {
       await sleep(1_000);
-      idleShipped = await reportOf(shipped.pid);
+      return await reportOf(shipped.pid);
     } finally {
       await shipped.stop();
     }
-    server = await startServer([]);
-  } catch (err) {
-    await fakes.stop();
-    throw err;
-  }
+  };
+  const idleShipped = await idleAsShipped();
+  const server = await startServer(false);
   const report = () => reportOf(server.pid);
   const heap = async (): Promise<{ heapUsedBytes: number; heapTotalBytes: number }> => {
     const text = await (await fetch(`http://127.0.0.1:${server.info["adminPort"] as number}/metrics`)).text();

@@ -298,6 +298,7 @@ function targets(r: Results): string[] {
   }
   if (r.memory !== undefined) {
     const m = r.memory;
+    const shipped = idleAsShipped(m);
     const later = m.later?.rssBytes;
     row(
       `RSS ≤ 150 MB with ${m.users.toLocaleString("en")} cached users and ${m.installations.toLocaleString("en")} installations, after a full GC and ${m.later?.seconds ?? 60} s later`,
@@ -306,8 +307,8 @@ function targets(r: Results): string[] {
     );
     row(
       `RSS ≤ 100 MB idle with ${m.installations.toLocaleString("en")} installations indexed`,
-      (m.idleShipped ?? m.idleAfterGc).rssBytes <= 100e6,
-      `${((m.idleShipped ?? m.idleAfterGc).rssBytes / 1e6).toFixed(0)} MB after a full GC at the shipped cache sizes, ${((m.idleShipped ?? m.idleAfterGc).rssFileBytes / 1e6).toFixed(0)} MB of it the node binary's mapped pages (with the caches raised for the fill: ${(m.idleAfterGc.rssBytes / 1e6).toFixed(0)} MB)`,
+      shipped.rssBytes <= 100e6,
+      `${(shipped.rssBytes / 1e6).toFixed(0)} MB after a full GC at the shipped cache sizes, ${(shipped.rssFileBytes / 1e6).toFixed(0)} MB of it the node binary's mapped pages (with the caches raised for the fill: ${(m.idleAfterGc.rssBytes / 1e6).toFixed(0)} MB)`,
     );
   }
   return [
@@ -478,6 +479,11 @@ function flagsSection(r: Results): string[] {
   return out;
 }
 
+/** The idle reading the targets and the sizing use: as shipped, or, in runs before 2026-12-02, the fill process's. */
+function idleAsShipped(m: NonNullable<Results["memory"]>): NonNullable<Results["memory"]>["afterGc"] {
+  return m.idleShipped ?? m.idleAfterGc;
+}
+
 /**
  * The manifests' memory request and limit from this run's memory scenario: at the scale target
  * (caches raised to hold every user) and at the default cache sizes (the RSS curve read where the
@@ -487,7 +493,7 @@ export function memorySizing(r: Results): { atDefaults?: { users: number; rssMiB
   const m = r.memory;
   if (m === undefined) return undefined;
   const up = (mib: number, step: number) => Math.ceil(mib / step) * step;
-  const idleMiB = (m.idleShipped ?? m.idleAfterGc).rssBytes / MiB;
+  const idleMiB = idleAsShipped(m).rssBytes / MiB;
   const peak = (curve: ReadonlyArray<{ users: number; rssMiB: number }>, users: number) => Math.max(...curve.filter((p) => p.users <= users).map((p) => p.rssMiB));
   const scaleMiB = Math.max(m.rssFilledBytes, m.afterGc.rssBytes, m.later?.rssBytes ?? 0) / MiB;
   // The larger default cache bounds how many users' entries a default-sized server holds at most.
@@ -565,9 +571,9 @@ function cold(r: Results): string[] {
 
 function memory(r: Results): string[] {
   const m = r.memory!;
+  const shipped = idleAsShipped(m);
   const mb = (b: number) => `${(b / MiB).toFixed(1)} MiB`;
-  const space = (rep: typeof m.afterGc, name: string) => rep.spaces.find((s) => s.space === name)?.usedBytes ?? 0;
-  const committed = (rep: typeof m.afterGc, name: string) => rep.spaces.find((s) => s.space === name)?.committedBytes ?? 0;
+  const space = (rep: typeof m.afterGc, name: string, size: "usedBytes" | "committedBytes" = "usedBytes") => rep.spaces.find((s) => s.space === name)?.[size] ?? 0;
   return [
     "## Memory",
     "",
@@ -585,14 +591,14 @@ function memory(r: Results): string[] {
     "| | idle, shipped cache sizes | idle, caches raised | after the checks |",
     "| --- | ---: | ---: | ---: |",
     `| RSS (/proc VmRSS) | | ${mb(m.rssIdleBytes)} | ${mb(m.rssFilledBytes)} |`,
-    `| RSS after a full GC | ${mb((m.idleShipped ?? m.idleAfterGc).rssBytes)} | ${mb(m.idleAfterGc.rssBytes)} | ${mb(m.afterGc.rssBytes)} |`,
-    `| of which anonymous | ${mb((m.idleShipped ?? m.idleAfterGc).rssAnonBytes)} | ${mb(m.idleAfterGc.rssAnonBytes)} | ${mb(m.afterGc.rssAnonBytes)} |`,
-    `| of which mapped files (the node binary) | ${mb((m.idleShipped ?? m.idleAfterGc).rssFileBytes)} | ${mb(m.idleAfterGc.rssFileBytes)} | ${mb(m.afterGc.rssFileBytes)} |`,
-    `| V8 heap used / committed | ${mb((m.idleShipped ?? m.idleAfterGc).heapUsedBytes)} / ${mb((m.idleShipped ?? m.idleAfterGc).heapTotalBytes)} | ${mb(m.idleAfterGc.heapUsedBytes)} / ${mb(m.idleAfterGc.heapTotalBytes)} | ${mb(m.afterGc.heapUsedBytes)} / ${mb(m.afterGc.heapTotalBytes)} |`,
-    `| young generation committed | ${mb(committed((m.idleShipped ?? m.idleAfterGc), "new_space"))} | ${mb(committed(m.idleAfterGc, "new_space"))} | ${mb(committed(m.afterGc, "new_space"))} |`,
-    `| old space used | ${mb(space((m.idleShipped ?? m.idleAfterGc), "old_space"))} | ${mb(space(m.idleAfterGc, "old_space"))} | ${mb(space(m.afterGc, "old_space"))} |`,
-    `| large objects | ${mb(space((m.idleShipped ?? m.idleAfterGc), "large_object_space"))} | ${mb(space(m.idleAfterGc, "large_object_space"))} | ${mb(space(m.afterGc, "large_object_space"))} |`,
-    `| external (Buffers, native) | ${mb((m.idleShipped ?? m.idleAfterGc).externalBytes)} | ${mb(m.idleAfterGc.externalBytes)} | ${mb(m.afterGc.externalBytes)} |`,
+    `| RSS after a full GC | ${mb(shipped.rssBytes)} | ${mb(m.idleAfterGc.rssBytes)} | ${mb(m.afterGc.rssBytes)} |`,
+    `| of which anonymous | ${mb(shipped.rssAnonBytes)} | ${mb(m.idleAfterGc.rssAnonBytes)} | ${mb(m.afterGc.rssAnonBytes)} |`,
+    `| of which mapped files (the node binary) | ${mb(shipped.rssFileBytes)} | ${mb(m.idleAfterGc.rssFileBytes)} | ${mb(m.afterGc.rssFileBytes)} |`,
+    `| V8 heap used / committed | ${mb(shipped.heapUsedBytes)} / ${mb(shipped.heapTotalBytes)} | ${mb(m.idleAfterGc.heapUsedBytes)} / ${mb(m.idleAfterGc.heapTotalBytes)} | ${mb(m.afterGc.heapUsedBytes)} / ${mb(m.afterGc.heapTotalBytes)} |`,
+    `| young generation committed | ${mb(space(shipped, "new_space", "committedBytes"))} | ${mb(space(m.idleAfterGc, "new_space", "committedBytes"))} | ${mb(space(m.afterGc, "new_space", "committedBytes"))} |`,
+    `| old space used | ${mb(space(shipped, "old_space"))} | ${mb(space(m.idleAfterGc, "old_space"))} | ${mb(space(m.afterGc, "old_space"))} |`,
+    `| large objects | ${mb(space(shipped, "large_object_space"))} | ${mb(space(m.idleAfterGc, "large_object_space"))} | ${mb(space(m.afterGc, "large_object_space"))} |`,
+    `| external (Buffers, native) | ${mb(shipped.externalBytes)} | ${mb(m.idleAfterGc.externalBytes)} | ${mb(m.afterGc.externalBytes)} |`,
     ...(m.later === undefined
       ? []
       : [`| ${m.later.seconds} s after the GC, idle (no GC forced): RSS / V8 heap used | | | ${mb(m.later.rssBytes)} / ${mb(m.later.heapUsedBytes)} |`]),
@@ -712,6 +718,7 @@ function findings(r: Results): string[] {
   );
   if (r.memory !== undefined) {
     const m = r.memory;
+    const shipped = idleAsShipped(m);
     const steps = r.moduleMemory;
     const clientNode = steps?.findIndex((x) => x.step.includes("client-node")) ?? -1;
     const baseline = steps?.at(-1);
@@ -719,7 +726,7 @@ function findings(r: Results): string[] {
       `- **Memory.**` +
         (baseline === undefined ? "" : ` Before holding any data the process is ${(baseline.rssBytes / MiB).toFixed(0)} MiB RSS`) +
         (steps !== undefined && clientNode > 0 ? `, of which @kubernetes/client-node adds ${((steps[clientNode]!.rssBytes - steps[clientNode - 1]!.rssBytes) / MiB).toFixed(0)} MiB.` : "."),
-      `  With ${m.installations.toLocaleString("en")} installations indexed and idle, as shipped, it is ${((m.idleShipped ?? m.idleAfterGc).rssBytes / MiB).toFixed(0)} MiB after a full GC, ${((m.idleShipped ?? m.idleAfterGc).rssFileBytes / MiB).toFixed(0)} MiB of it the node`,
+      `  With ${m.installations.toLocaleString("en")} installations indexed and idle, as shipped, it is ${(shipped.rssBytes / MiB).toFixed(0)} MiB after a full GC, ${(shipped.rssFileBytes / MiB).toFixed(0)} MiB of it the node`,
       `  binary's pages (mapped, not allocated: "Memory" below). Each cached user costs`,
       `  ~${((m.afterGc.heapUsedBytes - m.idleAfterGc.heapUsedBytes) / m.users).toFixed(0)} bytes of live heap; after the fill of ${m.users.toLocaleString("en")} cold checks V8 has committed ${(m.afterGc.heapTotalBytes / MiB).toFixed(0)} MiB`,
       `  for ${(m.afterGc.heapUsedBytes / MiB).toFixed(0)} MiB live. The RSS curve over the fill is charted below.`,
