@@ -21,6 +21,11 @@ COPY src/kube/kubernetes-client.ts ./src/kube/
 RUN node scripts/bundle-kubernetes-client.ts
 
 FROM node:24-slim
+# tini is the container's init (PID 1) and runs node as its child. The kernel drops every signal sent
+# to a PID namespace's init from inside it unless init handles that signal, SIGKILL included: node as
+# PID 1 could not be killed by its watchdog (src/server/watchdog.ts), so a frozen event loop would
+# hang there until the liveness probe. tini forwards SIGTERM to node and exits with its status.
+RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production
 # The shipped environment beside Node's flags (src/cli/node-flags.ts).
 ENV MALLOC_ARENA_MAX=2
@@ -45,6 +50,7 @@ RUN mkdir -p "$NODE_COMPILE_CACHE" && chown 1000:1000 "$NODE_COMPILE_CACHE" \
 USER 1000:1000
 # ext_authz gRPC, internal gRPC (authn-api), admin HTTP.
 EXPOSE 9001 9002 9090
-# Node's flags are portcullis's shipped ones (src/cli/node-flags.ts; test/deploy/node-flags.test.ts).
-ENTRYPOINT ["node", "--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256", "src/cli/main.ts"]
+# Node's flags are portcullis's shipped ones (src/cli/node-flags.ts; test/deploy/node-flags.test.ts);
+# test/hardening/watchdog-pid1.test.ts runs this ENTRYPOINT as a PID namespace's init.
+ENTRYPOINT ["tini", "--", "node", "--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256", "src/cli/main.ts"]
 CMD ["--config", "/etc/portcullis/config.yaml"]

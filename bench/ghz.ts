@@ -7,6 +7,7 @@ import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { PROTO_ROOT } from "../src/envoy/protos.ts";
+import { rssOf } from "./servers/common.ts";
 
 export const CHECK_CALL = "envoy.service.auth.v3.Authorization.Check";
 export const CHECK_PROTO = "envoy/service/auth/v3/external_auth.proto";
@@ -130,10 +131,9 @@ export function coreTimes(): Map<string, { busy: number; steal: number }> {
   return out;
 }
 
+/** VmRSS of a server and its children (the watchdog), in bytes. */
 export function rssBytes(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
-  return kb === undefined ? 0 : Number(kb) * 1024;
+  return rssOf(pid).rssBytes;
 }
 
 interface GhzReport {

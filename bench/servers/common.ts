@@ -3,7 +3,7 @@
  * (a JSON file written atomically, so the runner never reads half of it), and a memory report on
  * SIGUSR2 (the runner asks for it after a scenario; `--expose-gc` lets it collect first).
  */
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { createServer } from "node:net";
 import { getHeapSpaceStatistics, getHeapStatistics } from "node:v8";
@@ -87,11 +87,44 @@ export interface MemoryReport {
   readonly gcRan: boolean;
 }
 
-/** VmRSS, RssAnon and RssFile of a process, in bytes (0 when /proc does not say). */
-export function rssOf(pid: number | "self"): { rssBytes: number; rssAnonBytes: number; rssFileBytes: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status)?.[1] ?? 0) * 1024;
-  return { rssBytes: kb("VmRSS"), rssAnonBytes: kb("RssAnon"), rssFileBytes: kb("RssFile") };
+/** The pids whose parent is `pid` (the server's watchdog process), from each /proc/<pid>/stat. */
+function childPids(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+    } catch {
+      continue; // ended meanwhile
+    }
+    // The command name, in parentheses, may hold spaces; the parent pid is the second field after it.
+    if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid) children.push(Number(entry));
+  }
+  return children;
+}
+
+/**
+ * VmRSS, RssAnon and RssFile of a process and its children, in bytes (0 when /proc does not say):
+ * a replica's memory is its container's, and the watchdog (src/server/watchdog.ts) runs beside the
+ * server as a process of its own.
+ */
+export function rssOf(pid: number): { rssBytes: number; rssAnonBytes: number; rssFileBytes: number } {
+  const total = { rssBytes: 0, rssAnonBytes: 0, rssFileBytes: 0 };
+  for (const p of [pid, ...childPids(pid)]) {
+    let status: string;
+    try {
+      status = readFileSync(`/proc/${p}/status`, "utf8");
+    } catch {
+      if (p === pid) throw new Error(`no process ${pid}`);
+      continue;
+    }
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status)?.[1] ?? 0) * 1024;
+    total.rssBytes += kb("VmRSS");
+    total.rssAnonBytes += kb("RssAnon");
+    total.rssFileBytes += kb("RssFile");
+  }
+  return total;
 }
 
 export function memoryReport(): MemoryReport {
@@ -99,9 +132,9 @@ export function memoryReport(): MemoryReport {
   gc?.();
   const usage = process.memoryUsage();
   void getHeapStatistics();
-  const { rssAnonBytes, rssFileBytes } = rssOf("self");
+  const { rssBytes, rssAnonBytes, rssFileBytes } = rssOf(process.pid);
   return {
-    rssBytes: usage.rss,
+    rssBytes,
     rssAnonBytes,
     rssFileBytes,
     heapUsedBytes: usage.heapUsed,

@@ -34,7 +34,7 @@ const started = performance.now();
 const config = await loadConfigForStart(values.config);
 const logFile = values["log-file"];
 const logging = createLogging(config.logLevel, logFile === undefined ? undefined : pino.destination({ dest: logFile, sync: false }));
-// As serve.ts starts it (on by default): its thread is part of what a replica holds in memory.
+// As serve.ts starts it (on by default): its process is part of what a replica holds in memory (rssOf counts children).
 if (config.watchdog.enabled) startWatchdog({ timeoutMs: config.watchdog.timeoutMs, logger: logging.logger });
 const ports = await connectPorts(config, logging.logger);
 const syncedClusters = () => ports.indexSizes().filter((s) => s.index === "plugininstallations" && s.synced).length;

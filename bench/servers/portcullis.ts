@@ -1,7 +1,7 @@
 /**
  * portcullis as the benchmark runs it: one process (`workers: 1`; the runner pins it to one core),
  * the real server (src/server/app.ts startServer: gRPC, health, admin, logging, the audit line; the
- * watchdog's thread, as serve.ts starts it) and the real policies. Logs and audit lines go to
+ * watchdog process, as serve.ts starts it) and the real policies. Logs and audit lines go to
  * stdout, asynchronously, as in production (the runner sends them to /dev/null).
  *  - default: warm in-memory ports (bench/warm-ports.ts), so remote gates are excluded;
  *  - `--scenario real-ports --upstream U.json`: the real ports (OpenFGA SDK, client-node SAR,
@@ -64,7 +64,7 @@ const config = configSchema.parse({
   ...(konfidence === undefined ? {} : { konfidence: { providers: { allowList: konfidence.providers } } }),
 });
 const logging = createLogging(config.logLevel);
-// As serve.ts starts it (on by default): its thread is part of what a replica holds in memory.
+// As serve.ts starts it (on by default): its process is part of what a replica holds in memory (rssOf counts children).
 if (config.watchdog.enabled) startWatchdog({ timeoutMs: config.watchdog.timeoutMs, logger: logging.logger });
 let ports: Ports;
 if (realPorts) {

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Provides the pinned binaries the integration tests run for real: OpenFGA,
-# kube-apiserver and etcd. They are cached outside the repo, keyed by version,
+# kube-apiserver, etcd and tini (the image's init). They are cached outside the repo, keyed by version,
 # so a warm run only checks that the files exist.
 #
 #   bash scripts/deps/install.sh            # build/install what is missing
 #   source "${PORTCULLIS_CACHE:-$HOME/.cache/portcullis}/env"
 #
 # Only package registries are reachable here (no release downloads), hence:
-# OpenFGA and kube-apiserver are compiled from the Go module proxy, etcd comes
-# from Debian's etcd-server package.
+# OpenFGA and kube-apiserver are compiled from the Go module proxy, etcd and
+# tini come from Debian's packages.
 set -euo pipefail
 
 OPENFGA_VERSION=v1.22.1
@@ -17,6 +17,8 @@ KUSTOMIZE_VERSION=v5.5.0
 # Debian bookworm's etcd-server; kube-apiserver accepts 3.4 (it only turns off
 # watch-progress-based consistent reads, which the tests do not depend on).
 ETCD_VERSION=3.4.23
+# Debian's tini, the init the image's ENTRYPOINT runs node under (the Dockerfile says why).
+TINI_VERSION=0.19.0
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 K8S_MODULE_DIR="$HERE/kube-apiserver"
@@ -28,6 +30,7 @@ BIN="$CACHE/bin"
 OPENFGA_BIN="$BIN/openfga-$OPENFGA_VERSION"
 KUBE_APISERVER_BIN="$BIN/kube-apiserver-$K8S_VERSION"
 ETCD_BIN="$BIN/etcd-$ETCD_VERSION"
+TINI_BIN="$BIN/tini-$TINI_VERSION"
 KUSTOMIZE_BIN="$BIN/kustomize-$KUSTOMIZE_VERSION"
 # The differential oracle links k8s.io/apiserver at the release matching
 # K8S_VERSION; keyed by its source too, so an edit rebuilds it.
@@ -122,22 +125,39 @@ install_requestinfo_oracle() {
   mv "$REQUESTINFO_ORACLE_BIN.tmp" "$REQUESTINFO_ORACLE_BIN"
 }
 
+# Unpacks Debian package $1 into $2/root. Download and unpack rather than
+# install: installing etcd-server would also set up (and outside containers
+# start) a system etcd service nobody needs.
+unpack_debian_package() {
+  local sudo=(); [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  # _apt cannot write into a mktemp dir; the sandbox only matters for root.
+  (cd "$2" && apt-get download -qq -o APT::Sandbox::User=root "$1")
+  dpkg-deb -x "$2/$1"_*.deb "$2/root"
+}
+
 install_etcd() {
   [[ -x "$ETCD_BIN" ]] && { log "etcd $ETCD_VERSION: cached"; return; }
   log "etcd $ETCD_VERSION: fetching Debian package etcd-server"
-  local sudo=(); [[ "$(id -u)" == 0 ]] || sudo=(sudo)
-  "${sudo[@]}" apt-get update -qq
-  # Download and unpack rather than install: installing would also set up
-  # (and outside containers start) a system etcd service nobody needs.
   local tmp; tmp="$(mktemp -d "$BIN/.etcd.XXXXXX")"
-  # _apt cannot write into a mktemp dir; the sandbox only matters for root.
-  (cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root etcd-server)
-  dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root"
+  unpack_debian_package etcd-server "$tmp"
   local got; got="$("$tmp/root/usr/bin/etcd" --version | awk '/^etcd Version:/ { print $3 }')"
   [[ "$got" == "$ETCD_VERSION" ]] || die "Debian ships etcd $got, expected $ETCD_VERSION: update ETCD_VERSION in $0"
   mv "$tmp/root/usr/bin/etcd" "$ETCD_BIN"
   rm -rf "$tmp"
   log "etcd $ETCD_VERSION: unpacked into the cache"
+}
+
+install_tini() {
+  [[ -x "$TINI_BIN" ]] && { log "tini $TINI_VERSION: cached"; return; }
+  log "tini $TINI_VERSION: fetching Debian package tini"
+  local tmp; tmp="$(mktemp -d "$BIN/.tini.XXXXXX")"
+  unpack_debian_package tini "$tmp"
+  local got; got="$("$tmp/root/usr/bin/tini" --version | awk '{ print $3 }')"
+  [[ "$got" == "$TINI_VERSION" ]] || die "Debian ships tini $got, expected $TINI_VERSION: update TINI_VERSION in $0"
+  mv "$tmp/root/usr/bin/tini" "$TINI_BIN"
+  rm -rf "$tmp"
+  log "tini $TINI_VERSION: unpacked into the cache"
 }
 
 main() {
@@ -147,6 +167,7 @@ main() {
   flock 9
 
   install_etcd
+  install_tini
   install_openfga
   install_kube_apiserver
   install_requestinfo_oracle
@@ -156,6 +177,7 @@ main() {
 export PORTCULLIS_OPENFGA_BIN="$OPENFGA_BIN"
 export PORTCULLIS_KUBE_APISERVER_BIN="$KUBE_APISERVER_BIN"
 export PORTCULLIS_ETCD_BIN="$ETCD_BIN"
+export PORTCULLIS_TINI_BIN="$TINI_BIN"
 export PORTCULLIS_REQUESTINFO_ORACLE_BIN="$REQUESTINFO_ORACLE_BIN"
 export PORTCULLIS_KUSTOMIZE_BIN="$KUSTOMIZE_BIN"
 EOF

@@ -76,7 +76,7 @@ export const configSchema = z
       .default({ drainMs: 5_000 }),
     watchdog: z
       .object({
-        enabled: z.boolean().default(true).describe("a worker thread ends the process when the event loop stops answering"),
+        enabled: z.boolean().default(true).describe("a child process (bash) ends the process when the event loop stops answering"),
         timeoutMs: graceMs(500).default(5_000).describe("how long the event loop may go without answering before the process is killed"),
       })
       .strict()

@@ -32,15 +32,15 @@ describe("the shipped Node flags", () => {
     expect(run.stderr).not.toMatch(/bad option/);
   });
 
-  it("the Dockerfile's ENTRYPOINT runs node with them, and its ENV carries the shipped environment", () => {
+  it("the Dockerfile's ENTRYPOINT runs node with them under tini, and its ENV carries the shipped environment", () => {
     const dockerfile = read("Dockerfile");
     const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile);
     expect(entrypoint).not.toBeNull();
-    expect(JSON.parse(entrypoint![1]!)).toEqual(["node", ...NODE_FLAGS, "src/cli/main.ts"]);
+    expect(JSON.parse(entrypoint![1]!)).toEqual(["tini", "--", "node", ...NODE_FLAGS, "src/cli/main.ts"]);
     for (const [k, v] of Object.entries(NODE_ENV)) expect(dockerfile).toMatch(new RegExp(`^ENV ${k}=${v}$`, "m"));
     // docs/deployment.md quotes the ENTRYPOINT and the ENV as the image has them.
     const doc = read("docs/deployment.md");
-    expect(doc).toContain(`\`ENTRYPOINT ${JSON.stringify(["node", ...NODE_FLAGS, "src/cli/main.ts"]).replaceAll(",", ", ")}\``);
+    expect(doc).toContain(`\`ENTRYPOINT ${JSON.stringify(["tini", "--", "node", ...NODE_FLAGS, "src/cli/main.ts"]).replaceAll(",", ", ")}\``);
     for (const [k, v] of Object.entries(NODE_ENV)) expect(doc).toContain(`\`ENV ${k}=${v}\``);
   });
 

@@ -35,10 +35,11 @@ describe("README", () => {
     expect(install).toContain("command -v go");
   });
 
-  it("names Debian's apt for etcd and root or sudo, as install.sh uses them", () => {
-    expect(install).toMatch(/apt-get download [^\n]*etcd-server/);
+  it("names Debian's apt for etcd and tini and root or sudo, as install.sh uses them", () => {
+    expect(install).toMatch(/apt-get download [^\n]*"\$1"/);
+    expect([...install.matchAll(/^\s*unpack_debian_package (\S+) /gm)].map((m) => m[1])).toEqual(["etcd-server", "tini"]);
     expect(install).toMatch(/sudo=\(sudo\)/);
-    expect(beforeCommands).toMatch(/Debian's apt, `etcd-server`/);
+    expect(beforeCommands).toMatch(/Debian's apt, `etcd-server` and `tini`/);
     expect(beforeCommands).toMatch(/root or `sudo`/);
   });
 

@@ -2,12 +2,13 @@
  * The watchdog ends a real portcullis whose event loop is blocked. The child runs the shipped
  * defaults (watchdog on, 5 s); the test blocks its main thread from outside with a busy loop through
  * the Node inspector (`--inspect`, the port Node picks), which is how a loop stuck in native code
- * looks from the watchdog's thread: no timer runs, no signal handler answers.
+ * looks from the watchdog process: no timer runs, no signal handler answers.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { freeAddresses, type PortcullisProcess, type ProcessWorld, spawnPortcullis, startProcessWorld } from "../support/portcullis-process.ts";
 import { until } from "../support/wire-fakes/wired.ts";
 import { healthStatus } from "./grpc-health.ts";
+import { evaluateInProcess } from "./inspector.ts";
 
 const DEFAULT_TIMEOUT_MS = 5_000;
 
@@ -24,20 +25,6 @@ afterAll(async () => {
   await world.stop();
 });
 
-/** Evaluates `expression` on the child's main thread through the inspector; does not wait for its result. */
-async function evaluateInChild(expression: string): Promise<void> {
-  const url = /Debugger listening on (ws:\/\/\S+)/.exec(portcullis.stderr())?.[1];
-  if (url === undefined) throw new Error(`no inspector URL on stderr: ${portcullis.stderr()}`);
-  const socket = new WebSocket(url);
-  await new Promise<void>((resolveOpen, reject) => {
-    socket.addEventListener("open", () => resolveOpen(), { once: true });
-    socket.addEventListener("error", () => reject(new Error("inspector connection failed")), { once: true });
-  });
-  socket.send(JSON.stringify({ id: 1, method: "Runtime.evaluate", params: { expression } }));
-  // The evaluation never returns; the socket dies with the process.
-  socket.addEventListener("error", () => {});
-}
-
 it("a blocked event loop: one stderr line, then the process is killed within the timeout (shipped default 5 s)", { timeout: 60_000 }, async () => {
   await until(async () => (await healthStatus(portcullis.addresses.grpc)) === "SERVING", 20_000, "portcullis to start (SERVING)").catch((err: unknown) => {
     throw new Error(`${String(err)}; stderr: ${portcullis.stderr()}`);
@@ -49,7 +36,7 @@ it("a blocked event loop: one stderr line, then the process is killed within the
   expect(await healthStatus(portcullis.addresses.grpc)).toBe("SERVING");
 
   const blockedAt = performance.now();
-  await evaluateInChild("for (;;) {}");
+  await evaluateInProcess(portcullis, "for (;;) {}");
   const exit = await Promise.race([portcullis.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), DEFAULT_TIMEOUT_MS + 10_000))]);
   expect(exit, "the process is still alive with its event loop blocked").toBeDefined();
   const afterMs = exit!.at - blockedAt;

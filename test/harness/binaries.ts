@@ -10,6 +10,7 @@ const ENV_VARS = {
   openfga: "PORTCULLIS_OPENFGA_BIN",
   kubeApiserver: "PORTCULLIS_KUBE_APISERVER_BIN",
   etcd: "PORTCULLIS_ETCD_BIN",
+  tini: "PORTCULLIS_TINI_BIN",
   requestInfoOracle: "PORTCULLIS_REQUESTINFO_ORACLE_BIN",
   kustomize: "PORTCULLIS_KUSTOMIZE_BIN",
 } as const;
