@@ -11,6 +11,7 @@ import { join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { KUSTOMIZATIONS, kustomize, type Manifest, ROOT } from "../support/kustomize.ts";
+import { measuredMemory } from "./measured-memory.ts";
 
 const read = (path: string) => readFileSync(resolve(ROOT, path), "utf8");
 const rendered = Object.fromEntries(KUSTOMIZATIONS.map((dir) => [dir, kustomize(dir)])) as Record<(typeof KUSTOMIZATIONS)[number], Manifest[]>;
@@ -143,13 +144,13 @@ describe("memory", () => {
     if (m === null) throw new Error(`unexpected quantity ${quantity}`);
     return Number(m[1]) * (m[2] === "Gi" ? 1024 : 1);
   };
-  const measured = /\| RSS \(\/proc VmRSS\) \| ([\d.]+) MiB \| ([\d.]+) MiB \|/.exec(read("bench/RESULTS.md"));
+  const measured = measuredMemory();
 
-  it("the limit holds the RSS measured at the scale target with at least 25% headroom; the request is at least the idle RSS", () => {
-    expect(measured).not.toBeNull();
-    const [idle, full] = [Number(measured![1]), Number(measured![2])];
-    expect(mib(resources.limits.memory)).toBeGreaterThanOrEqual(full * 1.25);
-    expect(mib(resources.requests.memory)).toBeGreaterThanOrEqual(idle);
+  it("the limit holds the RSS measured at the scale target with at least 25% headroom; the request is the run's, at least the default cache sizes' RSS", () => {
+    expect(mib(resources.limits.memory)).toBeGreaterThanOrEqual(measured.scaleTargetMiB * 1.25);
+    expect(resources.requests.memory).toBe(measured.request);
+    expect(mib(resources.requests.memory)).toBeGreaterThanOrEqual(measured.defaultCachesMiB);
+    expect(mib(resources.requests.memory)).toBeGreaterThanOrEqual(measured.idleMiB);
     expect(mib(resources.requests.memory)).toBeLessThanOrEqual(mib(resources.limits.memory));
   });
 

@@ -9,6 +9,7 @@ import { isAbsolute, join, posix, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { NODE_ENV, NODE_FLAGS } from "../../src/cli/node-flags.ts";
+import { measuredMemory } from "./measured-memory.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const read = (path: string) => readFileSync(resolve(ROOT, path), "utf8");
@@ -99,10 +100,8 @@ describe("the shipped Node flags", () => {
     const limit = /^(\d+)Mi$/.exec(deployment["spec"].template.spec.containers[0].resources.limits.memory as string);
     expect(limit).not.toBeNull();
     // The idle row already holds some old generation, so this over-counts: a bound, not an estimate.
-    const idle = /\| RSS \(\/proc VmRSS\) \| ([\d.]+) MiB \|/.exec(read("bench/RESULTS.md"));
-    expect(idle).not.toBeNull();
     // V8's young generation: two semi-spaces and the new large-object space, at most 3 × the semi-space.
-    expect(flag("max-old-space-size") + 3 * flag("max-semi-space-size") + Number(idle![1])).toBeLessThanOrEqual(Number(limit![1]));
+    expect(flag("max-old-space-size") + 3 * flag("max-semi-space-size") + measuredMemory().idleMiB).toBeLessThanOrEqual(Number(limit![1]));
   });
 
   it("no source, script or benchmark spells a V8 heap flag of its own: they import the list", () => {
