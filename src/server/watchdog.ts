@@ -62,9 +62,11 @@ export function startWatchdog(options: WatchdogOptions): void {
     // The kernel drops signals sent to a PID namespace's init from inside it unless init handles them, SIGKILL included.
     options.logger.warn("portcullis is its container's init (PID 1): the watchdog's kill would be ignored; run node under an init such as tini, as the image's ENTRYPOINT does");
   }
-  const child = spawn("bash", ["-c", WATCHDOG_SCRIPT, "portcullis-watchdog", String(process.pid), String(options.timeoutMs), String(waitMs)], {
-    stdio: ["pipe", "ignore", "inherit"],
-  });
+  // No startup file: bash takes a socket on its standard input (Node's pipe) for rshd and would
+  // source ~/.bashrc and /etc/bash.bashrc. No environment but PATH: no BASH_ENV to source, and
+  // none of portcullis's secrets in the child's /proc/<pid>/environ.
+  const args = ["--norc", "--noprofile", "-c", WATCHDOG_SCRIPT, "portcullis-watchdog", String(process.pid), String(options.timeoutMs), String(waitMs)];
+  const child = spawn("bash", args, { stdio: ["pipe", "ignore", "inherit"], env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" } });
   const unwatched = (why: Record<string, unknown>) => {
     clearInterval(heartbeat);
     options.logger.error(why, "watchdog process ended; the event loop is no longer watched");

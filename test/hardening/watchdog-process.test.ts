@@ -6,8 +6,9 @@
  * same kill in a real portcullis at the shipped default.
  */
 import { type ChildProcessByStdio, spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { watchdogTimings } from "../../src/server/watchdog.ts";
@@ -31,8 +32,8 @@ afterEach(() => {
 });
 
 /** Starts the host in a process group of its own (so a test can stop the group) and waits for it to start. */
-async function startHost(args: number[]): Promise<Host> {
-  const child = spawn(NODE, [HOST, ...args.map(String)], { stdio: ["ignore", "pipe", "pipe"], detached: true });
+async function startHost(args: number[], env: NodeJS.ProcessEnv = process.env): Promise<Host> {
+  const child = spawn(NODE, [HOST, ...args.map(String)], { stdio: ["ignore", "pipe", "pipe"], detached: true, env });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
@@ -126,6 +127,25 @@ describe("the watchdog process", () => {
     expect(host.child.exitCode).toBeNull();
     expect(host.child.signalCode).toBeNull();
     expect(host.stderr()).toBe("");
+  });
+
+  it("bash runs no startup file and gets none of the environment but PATH (no secret in its /proc/<pid>/environ)", { timeout: 20_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "portcullis-watchdog-"));
+    try {
+      // Node's pipe is a socket, which bash takes for rshd's: it would source ~/.bashrc; BASH_ENV is sourced by any non-interactive bash.
+      const marker = (name: string) => `echo ${name} >> '${join(dir, "sourced")}'\n`;
+      writeFileSync(join(dir, ".bashrc"), marker(".bashrc"));
+      writeFileSync(join(dir, "bash-env"), marker("BASH_ENV"));
+      const host = await startHost([TIMEOUT_MS], { PATH: process.env["PATH"], HOME: dir, BASH_ENV: join(dir, "bash-env"), PORTCULLIS_SECRET: "a-secret-value" });
+      const watchdog = watchdogOf(host);
+      await sleep(TIMEOUT_MS * 2);
+      expect(existsSync(join(dir, "sourced")), "a startup file ran").toBe(false);
+      expect(readFileSync(`/proc/${watchdog}/environ`, "utf8").split("\0").filter((v) => v !== "")).toEqual([`PATH=${process.env["PATH"]}`]);
+      expect(host.stderr()).toBe("");
+      expect(host.child.exitCode).toBeNull();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("the watchdog dies: the process goes on, and says its event loop is no longer watched", { timeout: 20_000 }, async () => {
