@@ -3,11 +3,12 @@
  * (a JSON file written atomically, so the runner never reads half of it), and a memory report on
  * SIGUSR2 (the runner asks for it after a scenario; `--expose-gc` lets it collect first).
  */
-import { readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { createServer } from "node:net";
 import { getHeapSpaceStatistics, getHeapStatistics } from "node:v8";
 import { parseArgs } from "node:util";
+import { childPids } from "../../test/support/child-pids.ts";
 
 export interface ServerArgs {
   readonly readyFile: string;
@@ -85,23 +86,6 @@ export interface MemoryReport {
   readonly arrayBuffersBytes: number;
   readonly spaces: Array<{ space: string; usedBytes: number; committedBytes: number }>;
   readonly gcRan: boolean;
-}
-
-/** The pids whose parent is `pid` (the server's watchdog process), from each /proc/<pid>/stat. */
-function childPids(pid: number): number[] {
-  const children: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-    } catch {
-      continue; // ended meanwhile
-    }
-    // The command name, in parentheses, may hold spaces; the parent pid is the second field after it.
-    if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid) children.push(Number(entry));
-  }
-  return children;
 }
 
 /**

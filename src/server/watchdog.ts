@@ -10,7 +10,7 @@
  * log stream cannot be flushed) and kills portcullis with SIGKILL (exit status 137 in a container):
  * a stuck main thread handles no gentler signal. A child process rather than a worker thread: a
  * worker is a V8 isolate and a Node bootstrap of its own, ~17 MiB of RSS to read a counter (`node
- * -e` with and without one: 46 → 63 MiB); bash waiting on a pipe is ~2 MiB, and shares no heap,
+ * -e` with and without one: 46 → 65 MiB); bash waiting on a pipe is ~3.4 MiB, and shares no heap,
  * thread or event loop with what it watches. When portcullis ends, however it ends, the pipe closes
  * and the child exits on the end of its input: it never outlives the process or kills another one.
  * The process must not be its PID namespace's init (the Dockerfile runs it under tini).

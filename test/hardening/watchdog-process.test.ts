@@ -6,12 +6,13 @@
  * same kill in a real portcullis at the shipped default.
  */
 import { type ChildProcessByStdio, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
 import { watchdogTimings } from "../../src/server/watchdog.ts";
+import { childPids } from "../support/child-pids.ts";
 import { NODE } from "../support/portcullis-process.ts";
 import { until } from "../support/wire-fakes/wired.ts";
 
@@ -47,24 +48,9 @@ async function startHost(args: number[], env: NodeJS.ProcessEnv = process.env): 
   return host;
 }
 
-/** The pids whose parent is `pid`, from /proc/<pid>/stat (the command name in parentheses may hold spaces). */
-function childrenOf(pid: number): number[] {
-  return readdirSync("/proc")
-    .filter((e) => /^\d+$/.test(e))
-    .filter((e) => {
-      try {
-        const stat = readFileSync(`/proc/${e}/stat`, "utf8");
-        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid;
-      } catch {
-        return false; // ended meanwhile
-      }
-    })
-    .map(Number);
-}
-
 /** The host's watchdog: its one child, a bash process. */
 function watchdogOf(host: Host): number {
-  const children = childrenOf(host.child.pid!);
+  const children = childPids(host.child.pid!);
   expect(children).toHaveLength(1);
   expect(readFileSync(`/proc/${children[0]}/comm`, "utf8").trim()).toBe("bash");
   return children[0]!;
