@@ -29,6 +29,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf 
 ENV NODE_ENV=production
 # The shipped environment beside Node's flags (src/cli/node-flags.ts).
 ENV MALLOC_ARENA_MAX=2
+ENV MALLOC_MMAP_THRESHOLD_=262144
 ENV NODE_COMPILE_CACHE=node_modules/.cache/node-compile-cache
 WORKDIR /app
 COPY --from=dependencies /app/node_modules ./node_modules
