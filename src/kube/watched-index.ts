@@ -11,8 +11,8 @@
  * connections and never answers would keep the index "synced" forever. Here:
  *  - the watch asks for bookmarks (an API server sends one about every minute on a quiet watch,
  *    once its watch cache has seen an event or an etcd progress notification since it started);
- *    a watch that heard nothing for two thirds of `inactivityMs` is ended and listed again in
- *    place, and no event, bookmark or successful list for the whole `inactivityMs` marks the
+ *    a watch that heard nothing for longer than that minute (probeAfterMs) is ended and listed again
+ *    in place, and no event, bookmark or successful list for the whole `inactivityMs` marks the
  *    index unsynced and restarts it through the same backoff → fresh list as an error;
  *  - a stream the server ends (its watch timeout, a 410) is followed by a list, never by a bare
  *    reconnect: ListWatch lists again in place, so the index stays synced while the view it serves
@@ -39,6 +39,27 @@ const LIST_TIMEOUT_MS = 10_000;
  * well above a healthy quiet watch that hears them.
  */
 export const DEFAULT_WATCH_INACTIVITY_MS = 90_000;
+
+/**
+ * kube-apiserver sends a watch that asked for bookmarks one every ~61 s (the cacher's
+ * defaultBookmarkFrequency, a minute, plus its dispatch timer's second; test/kube/bookmarked-watch.kube.test.ts),
+ * once its watch cache has seen an event since it started.
+ */
+const BOOKMARK_PERIOD_MS = 61_250;
+
+/** What a probe's list is left before the silence bound: its own deadline and the wait for a list slot. */
+const PROBE_LIST_MS = 20_000;
+
+/**
+ * How long a watch may be silent before it is ended and listed again in place (the probe): past the
+ * bookmark a healthy watch would have heard, so a watch that hears them is never listed again, and
+ * PROBE_LIST_MS before the bound. A bound too short for both (below 81.25 s) probes at two thirds of it.
+ * The default, 90 s, probes at 70 s.
+ */
+export function probeAfterMs(inactivityMs: number): number {
+  const pastBookmark = inactivityMs - PROBE_LIST_MS;
+  return pastBookmark > BOOKMARK_PERIOD_MS ? pastBookmark : Math.floor((inactivityMs * 2) / 3);
+}
 
 /**
  * Handed to ListWatch when the server ended a watch. After a clean end ListWatch reconnects from
@@ -330,16 +351,16 @@ export class WatchedIndex<T extends KubernetesObject> {
   /**
    * A sign of life (an event, a bookmark, a list): the silence bound starts again. An API server
    * sends bookmarks only once its watch cache has seen an event or an etcd progress notification
-   * since it started, so a quiet watch may be healthy yet silent: at two thirds of the bound the
-   * live watch is ended and ListWatch lists again in place (the index stays synced, and the list is
-   * the sign of life). Past the whole bound without one, the index is unsynced.
+   * since it started, so a quiet watch may be healthy yet silent: past probeAfterMs the live watch
+   * is ended and ListWatch lists again in place (the index stays synced, and the list is the sign of
+   * life). Past the whole bound without one, the index is unsynced.
    */
   #heardFrom(generation: number): void {
     if (generation !== this.#generation || this.#stopped) return;
     clearTimeout(this.#probeTimer);
     clearTimeout(this.#silenceTimer);
     const bound = this.#options.inactivityMs;
-    this.#probeTimer = setTimeout(() => this.#listAgain?.(), Math.floor((bound * 2) / 3));
+    this.#probeTimer = setTimeout(() => this.#listAgain?.(), probeAfterMs(bound));
     this.#silenceTimer = setTimeout(() => this.#failed(generation, new WatchSilent(`no watch event, bookmark or list within ${bound} ms`)), bound);
   }
 

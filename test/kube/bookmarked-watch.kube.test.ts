@@ -1,0 +1,72 @@
+/**
+ * A quiet watch that hears kube-apiserver's bookmarks keeps its index synced without lists, at the
+ * default silence bound, against a real kube-apiserver. Once its watch cache has seen an event,
+ * kube-apiserver sends each watcher that asked for them a bookmark about once a minute (the cacher's
+ * defaultBookmarkFrequency; 61.1 and 121.7 s after the watch started, measured here), so the
+ * index's probe, which lists again in place after a silence, must not come before that bookmark.
+ * Until 2026-12-03 it came 60 s after the last sign of life, racing a bookmark ~60.5 s after the one
+ * before (and so this test passed or failed by a second): each lost race listed every installation
+ * of a quiet cluster again, about every minute, from every replica.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import pino from "pino";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { Clusters } from "../../src/kube/clusters.ts";
+import { InstallationIndex } from "../../src/kube/installation-index.ts";
+import { CRD_FILES } from "../e2e/fundament-world.ts";
+import { applyManifests, type KubeApiserver, rawRequest, startKubeApiserver } from "../harness/index.ts";
+import { PINNED_HASH } from "../support/tokens.ts";
+import { until } from "../support/wire-fakes/wired.ts";
+import { apiserverRequests } from "./support/apiserver-metrics.ts";
+
+/** Two bookmark periods and then some: any probe due before a bookmark would have listed twice. */
+const QUIET_MS = 150_000;
+
+let api: KubeApiserver;
+let clusters: Clusters;
+let index: InstallationIndex;
+let uid: string;
+const warnings: string[] = [];
+
+beforeAll(async () => {
+  api = await startKubeApiserver();
+  await applyManifests(api, CRD_FILES);
+  clusters = await Clusters.load([{ id: "c", kubeconfig: api.kubeconfigPath }]);
+  const logger = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
+  index = new InstallationIndex(clusters.all(), { logger });
+  await index.start();
+  // An event the watch cache sees (an object it listed at its start is none): from here on it sends bookmarks.
+  const created = await rawRequest(api, "POST", "/apis/plugins.fundament.io/v1/plugininstallations", {
+    apiVersion: "plugins.fundament.io/v1",
+    kind: "PluginInstallation",
+    metadata: { name: "cert-manager" },
+    spec: { organizationId: "7d2e5e4a-9b5c-4f0a-8c73-4f1b2e3a0c03", definitionRef: { pluginName: "cert-manager", pluginVersion: "1.4.0", definitionHash: PINNED_HASH } },
+  });
+  expect(created.status).toBe(201);
+  uid = (created.json as { metadata: { uid: string } }).metadata.uid;
+  await until(() => index.byUid("c", uid) !== undefined, 10_000, "the watch to deliver the installation");
+}, 120_000);
+
+afterAll(async () => {
+  await index?.stop();
+  await clusters?.close();
+  await api?.stop();
+});
+
+it("at the default bound, bookmarks alone keep it synced: no list after the first, every lookup answered", { timeout: QUIET_MS + 30_000 }, async () => {
+  expect(index.hasSynced).toBe(true);
+  const before = await apiserverRequests(api, "plugininstallations");
+  expect(before.LIST).toBeGreaterThan(0);
+  const unanswered: string[] = [];
+  for (const started = Date.now(); Date.now() - started < QUIET_MS; await sleep(250)) {
+    try {
+      expect(index.byUid("c", uid)).toBeDefined();
+    } catch (err) {
+      unanswered.push(`${Date.now() - started} ms: ${(err as Error).message}`);
+    }
+  }
+  const after = await apiserverRequests(api, "plugininstallations");
+  expect(unanswered).toEqual([]);
+  expect(warnings.map((line) => (JSON.parse(line) as { msg: string }).msg)).toEqual([]);
+  expect({ lists: after.LIST - before.LIST, watches: after.WATCH - before.WATCH }).toEqual({ lists: 0, watches: 0 });
+});
