@@ -7,6 +7,7 @@ export {
   applyManifests,
   kubeConfig,
   rawRequest,
+  rawTextRequest,
   startKubeApiserver,
   type KubeApiserver,
   type KubeApiserverOptions,

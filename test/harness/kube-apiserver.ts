@@ -232,7 +232,13 @@ async function applyCrd(api: KubeApiserver, obj: KubernetesObject): Promise<Kube
 }
 
 /** One JSON request as the admin; resolves with the status and the parsed body. */
-export function rawRequest(api: KubeApiserver, method: string, path: string, body: unknown): Promise<{ status: number; json: unknown }> {
+export async function rawRequest(api: KubeApiserver, method: string, path: string, body: unknown): Promise<{ status: number; json: unknown }> {
+  const { status, text } = await rawTextRequest(api, method, path, body);
+  return { status, json: text === "" ? undefined : JSON.parse(text) };
+}
+
+/** rawRequest's answer as text: for what is not JSON, such as /metrics. */
+export function rawTextRequest(api: KubeApiserver, method: string, path: string, body: unknown): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = request(
@@ -250,10 +256,7 @@ export function rawRequest(api: KubeApiserver, method: string, path: string, bod
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8");
-          resolve({ status: res.statusCode ?? 0, json: text === "" ? undefined : JSON.parse(text) });
-        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
       },
     );
     req.on("timeout", () => req.destroy(new Error(`${method} ${path} timed out`)));

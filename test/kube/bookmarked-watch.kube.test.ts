@@ -8,35 +8,22 @@
  * before (and so this test passed or failed by a second): each lost race listed every installation
  * of a quiet cluster again, about every minute, from every replica.
  */
-import { setTimeout as sleep } from "node:timers/promises";
-import pino from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { Clusters } from "../../src/kube/clusters.ts";
-import { InstallationIndex } from "../../src/kube/installation-index.ts";
-import { CRD_FILES } from "../e2e/fundament-world.ts";
-import { applyManifests, type KubeApiserver, rawRequest, startKubeApiserver } from "../harness/index.ts";
+import { rawRequest } from "../harness/index.ts";
 import { PINNED_HASH } from "../support/tokens.ts";
 import { until } from "../support/wire-fakes/wired.ts";
-import { apiserverRequests } from "./support/apiserver-metrics.ts";
+import { apiserverRequests, lookUpThroughout, type RealIndex, startRealIndex } from "./support/real-index.ts";
 
 /** Two bookmark periods and then some: any probe due before a bookmark would have listed twice. */
 const QUIET_MS = 150_000;
 
-let api: KubeApiserver;
-let clusters: Clusters;
-let index: InstallationIndex;
+let real: RealIndex;
 let uid: string;
-const warnings: string[] = [];
 
 beforeAll(async () => {
-  api = await startKubeApiserver();
-  await applyManifests(api, CRD_FILES);
-  clusters = await Clusters.load([{ id: "c", kubeconfig: api.kubeconfigPath }]);
-  const logger = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
-  index = new InstallationIndex(clusters.all(), { logger });
-  await index.start();
+  real = await startRealIndex();
   // An event the watch cache sees (an object it listed at its start is none): from here on it sends bookmarks.
-  const created = await rawRequest(api, "POST", "/apis/plugins.fundament.io/v1/plugininstallations", {
+  const created = await rawRequest(real.api, "POST", "/apis/plugins.fundament.io/v1/plugininstallations", {
     apiVersion: "plugins.fundament.io/v1",
     kind: "PluginInstallation",
     metadata: { name: "cert-manager" },
@@ -44,29 +31,21 @@ beforeAll(async () => {
   });
   expect(created.status).toBe(201);
   uid = (created.json as { metadata: { uid: string } }).metadata.uid;
-  await until(() => index.byUid("c", uid) !== undefined, 10_000, "the watch to deliver the installation");
+  await until(() => real.index.byUid("c", uid) !== undefined, 10_000, "the watch to deliver the installation");
 }, 120_000);
 
 afterAll(async () => {
-  await index?.stop();
-  await clusters?.close();
-  await api?.stop();
+  await real?.stop();
 });
 
 it("at the default bound, bookmarks alone keep it synced: no list after the first, every lookup answered", { timeout: QUIET_MS + 30_000 }, async () => {
+  const { api, index } = real;
   expect(index.hasSynced).toBe(true);
   const before = await apiserverRequests(api, "plugininstallations");
   expect(before.LIST).toBeGreaterThan(0);
-  const unanswered: string[] = [];
-  for (const started = Date.now(); Date.now() - started < QUIET_MS; await sleep(250)) {
-    try {
-      expect(index.byUid("c", uid)).toBeDefined();
-    } catch (err) {
-      unanswered.push(`${Date.now() - started} ms: ${(err as Error).message}`);
-    }
-  }
+  const { unanswered } = await lookUpThroughout(QUIET_MS, 250, () => expect(index.byUid("c", uid)).toBeDefined());
   const after = await apiserverRequests(api, "plugininstallations");
   expect(unanswered).toEqual([]);
-  expect(warnings.map((line) => (JSON.parse(line) as { msg: string }).msg)).toEqual([]);
+  expect(real.warnings()).toEqual([]);
   expect({ lists: after.LIST - before.LIST, watches: after.WATCH - before.WATCH }).toEqual({ lists: 0, watches: 0 });
 });
