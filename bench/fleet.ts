@@ -320,7 +320,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
       const server = await startProcess({
         name,
         core: options.serverCore,
-        command: [node, ...NODE_FLAGS, "--expose-gc", join(import.meta.dirname, "servers/fleet-portcullis.ts"), "--config", config, "--ready-file", "{READY}", "--memory-file", join(dir, `${name}.memory.json`), "--expect-clusters", String(expect), ...(options.keepLogs === true ? ["--log-file", join(dir, `${name}.out`)] : [])],
+        command: [node, ...NODE_FLAGS, join(import.meta.dirname, "servers/fleet-portcullis.ts"), "--config", config, "--ready-file", "{READY}", "--memory-file", join(dir, `${name}.memory.json`), "--expect-clusters", String(expect), ...(options.keepLogs === true ? ["--log-file", join(dir, `${name}.out`)] : [])],
         // The shipped Node flags and environment (src/cli/node-flags.ts), as every other portcullis the bench starts.
         env: { ...NODE_ENV, PORTCULLIS_BENCH_SECRET: SECRET },
         workDir: dir,
@@ -330,7 +330,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
       return server;
     };
     commands.push(
-      `${Object.entries(NODE_ENV).map(([k, v]) => `${k}=${v} `).join("")}taskset -c ${options.serverCore} node ${NODE_FLAGS.join(" ")} --expose-gc bench/servers/fleet-portcullis.ts --config fleet.yaml --ready-file F --memory-file M --expect-clusters ${clusterCount}`,
+      `${Object.entries(NODE_ENV).map(([k, v]) => `${k}=${v} `).join("")}taskset -c ${options.serverCore} node ${NODE_FLAGS.join(" ")} bench/servers/fleet-portcullis.ts --config fleet.yaml --ready-file F --memory-file M --expect-clusters ${clusterCount}`,
     );
     const stop = async (server: ServerProcess) => {
       await server.stop();

@@ -23,6 +23,11 @@ import { BENCH_CLUSTER, benchWorld, envoyCheck, userId } from "./workload.ts";
 const CURVE_POINTS = 20;
 /** How long after the GC report the server sits idle before the last reading. */
 export const LATER_SECONDS = 60;
+/**
+ * How long the idle server as shipped sits without a Check before its quiet reading: the idle GC's
+ * default quiet period (idleGc.quietMs, 30 s), a quarter of it for the timer that looks, and margin.
+ */
+export const QUIET_SECONDS = 40;
 
 export interface CurvePoint {
   readonly users: number;
@@ -43,6 +48,8 @@ export interface MemoryScenario {
   readonly fillCpuSeconds: number;
   /** The idle server as shipped (default cache sizes, its own process), index synced, after a full GC; absent in runs before 2026-12-02. */
   readonly idleShipped?: MemoryReport;
+  /** The same process QUIET_SECONDS later, no Check in between (its idle GC has run), after a full GC; absent in runs before 2026-12-03. */
+  readonly idleShippedQuiet?: MemoryReport & { readonly seconds: number };
   /** VmRSS of the idle server once its index has synced. */
   readonly rssIdleBytes: number;
   /** VmRSS right after the last check. */
@@ -115,17 +122,19 @@ export async function runMemoryScenario(options: {
     while (!existsSync(memoryFile)) await sleep(50);
     return JSON.parse(readFileSync(memoryFile, "utf8")) as MemoryReport;
   };
-  /** The idle server as shipped, in a process of its own: its report after a full GC, then it is stopped. */
-  const idleAsShipped = async (): Promise<MemoryReport> => {
+  /** The idle server as shipped, in a process of its own: its report after a full GC, again once quiet, then it is stopped. */
+  const idleAsShipped = async (): Promise<{ started: MemoryReport; quiet: MemoryReport & { seconds: number } }> => {
     const shipped = await startServer(true);
     try {
       await sleep(1_000);
-      return await reportOf(shipped.pid);
+      const started = await reportOf(shipped.pid);
+      await sleep(QUIET_SECONDS * 1000);
+      return { started, quiet: { ...(await reportOf(shipped.pid)), seconds: QUIET_SECONDS } };
     } finally {
       await shipped.stop();
     }
   };
-  const idleShipped = await idleAsShipped();
+  const { started: idleShipped, quiet: idleShippedQuiet } = await idleAsShipped();
   const server = await startServer(false);
   const report = () => reportOf(server.pid);
   const heap = async (): Promise<{ heapUsedBytes: number; heapTotalBytes: number }> => {
@@ -197,6 +206,7 @@ export async function runMemoryScenario(options: {
       fillSeconds,
       fillCpuSeconds,
       idleShipped,
+      idleShippedQuiet,
       rssIdleBytes,
       rssFilledBytes,
       afterGc,

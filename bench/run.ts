@@ -285,14 +285,14 @@ async function runAll(): Promise<Results> {
   let moduleMemory: ModuleStep[] | undefined;
   if (only.has("memory")) {
     log(`memory: ${settings.memoryUsers} users, ${settings.memoryInstallations} installations`);
-    // As the image's first start finds it: Node's compile cache filled (the Dockerfile warms it at build). The
-    // memory server runs with --expose-gc, which V8 keys a cache subdirectory of its own, so one untimed start
-    // and SIGTERM (the cache is written at exit) fills it; otherwise its RSS would count Node's type stripper.
+    // As the image's first start finds it: Node's compile cache filled (the Dockerfile warms it at build). One
+    // untimed start and SIGTERM (the cache is written at exit) fills it for the real-ports server's modules, which
+    // the load tests' servers do not load; otherwise its RSS would count Node's type stripper.
     const warmCache = await startProcess({
       name: "portcullis-compile-cache-warm-up",
       core: SERVER_CORE,
       env: { ...NODE_ENV },
-      command: [node, ...NODE_FLAGS, "--expose-gc", join(BENCH, "servers/portcullis.ts"), "--ready-file", "{READY}", "--world", worldFile],
+      command: [node, ...NODE_FLAGS, join(BENCH, "servers/portcullis.ts"), "--ready-file", "{READY}", "--world", worldFile],
       workDir,
     });
     await warmCache.stop();
@@ -308,11 +308,11 @@ async function runAll(): Promise<Results> {
     commands.push(
       `# memory (bench/memory.ts, ${settings.memoryUsers} users, ${settings.memoryInstallations} installations):`,
       `taskset -c ${LOAD_CORE} node bench/servers/upstream-fakes.ts --ready-file U --world $WORK/world-memory.json`,
-      `${envPrefix(NODE_ENV)}taskset -c ${SERVER_CORE} node ${NODE_FLAGS.join(" ")} --expose-gc bench/servers/portcullis.ts --ready-file F --world $WORK/world-memory.json --scenario real-ports --upstream U --memory-file M`,
+      `${envPrefix(NODE_ENV)}taskset -c ${SERVER_CORE} node ${NODE_FLAGS.join(" ")} bench/servers/portcullis.ts --ready-file F --world $WORK/world-memory.json --scenario real-ports --upstream U --memory-file M`,
     );
-    const modules = spawnSync(node, [...NODE_FLAGS, "--expose-gc", join(BENCH, "module-memory.ts")], { encoding: "utf8", timeout: 300_000, env: { ...process.env, ...NODE_ENV } });
+    const modules = spawnSync(node, [...NODE_FLAGS, join(BENCH, "module-memory.ts")], { encoding: "utf8", timeout: 300_000, env: { ...process.env, ...NODE_ENV } });
     if (modules.status === 0) moduleMemory = JSON.parse(modules.stdout) as ModuleStep[];
-    commands.push(`# memory before any data:\n${envPrefix(NODE_ENV)}node ${NODE_FLAGS.join(" ")} --expose-gc bench/module-memory.ts`);
+    commands.push(`# memory before any data:\n${envPrefix(NODE_ENV)}node ${NODE_FLAGS.join(" ")} bench/module-memory.ts`);
     log(`memory: RSS ${(memory.rssFilledBytes / 2 ** 20).toFixed(1)} MiB after ${memory.allowed} allowed checks`);
   }
 

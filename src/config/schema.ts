@@ -81,6 +81,13 @@ export const configSchema = z
       })
       .strict()
       .default({ enabled: true, timeoutMs: 5_000 }),
+    idleGc: z
+      .object({
+        enabled: z.boolean().default(true).describe("when no Check has arrived for quietMs and the V8 heap has grown, one memory-reducing GC gives its unused pages back (needs Node's --expose-gc, which the shipped flags include)"),
+        quietMs: periodMs(1_000).default(30_000).describe("how long no Check may arrive before the heap is given back; the GC stops the event loop for up to a few hundred ms"),
+      })
+      .strict()
+      .default({ enabled: true, quietMs: 30_000 }),
     admin: z
       .object({
         explain: z

@@ -34,6 +34,7 @@ import { Clusters } from "../kube/clusters.ts";
 import { ClusterRegistry } from "../kube/cluster-registry.ts";
 import { InstallationIndex } from "../kube/installation-index.ts";
 import { clusterFleet } from "./cluster-fleet.ts";
+import { startIdleGc } from "./idle-gc.ts";
 import { RevocationIndex } from "../kube/revocation-index.ts";
 import { NO_REVOCATIONS, type RevocationList } from "../authz/revocations.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";
@@ -290,10 +291,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = createMetrics(ports.indexSizes, ports.fleet);
 
   let inFlight = 0;
+  let checksStarted = 0;
   const grpcServer = withCallMetrics(new grpc.Server());
   grpcServer.addService(checkService(), {
     Check(call: grpc.ServerUnaryCall<CheckRequestMessage, unknown>, callback: grpc.sendUnaryData<unknown>) {
       inFlight++;
+      checksStarted++;
       check(call.request, call.metadata).then(
         (response) => callback(null, response),
         // check() never rejects; this is the last line of fail-closed.
@@ -342,6 +345,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // With workers the primary serves the admin port for all of them (workers.ts); a worker answers it over IPC.
   if (isWorker()) answerPrimary(adminOptions, metrics);
   const adminPort = isWorker() ? splitAddress(config.listen.admin).port : await listen(admin, config.listen.admin);
+  const stopIdleGc = config.idleGc.enabled ? startIdleGc({ quietMs: config.idleGc.quietMs, activity: { started: () => checksStarted, inFlight: () => inFlight }, logger }) : () => {};
   logger.info(
     { grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length, cluster_registry: config.clusterRegistry?.namespace, tls: tlsMode(config.listen.tls) },
     "portcullis listening",
@@ -355,6 +359,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     reload: (read) => reloader.reload(read),
     async shutdown() {
       health.beginShutdown();
+      stopIdleGc();
       const drainMs = config.shutdown.drainMs;
       logger.info({ in_flight: inFlight, drain_ms: drainMs }, "shutting down: NOT_SERVING, still answering checks for the drain period");
       // Envoy's health checking needs a few intervals to see NOT_SERVING and move traffic away;
