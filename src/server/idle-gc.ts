@@ -8,11 +8,12 @@
  *
  * It stops the event loop while it runs: 140-150 ms with 10,000 installations indexed, 580 ms at
  * 105 MB live on the benchmark's one core. So it runs only when no Check has arrived for `quietMs`
- * and none is in flight, and only when the heap's committed size has grown by IDLE_GC_MIN_GROWTH_BYTES
- * since the last one left it (since start, the first time): once per quiet spell that follows growth,
- * never on a timer of its own, and never again for sparse checks that grow nothing. Growth of the
- * committed heap, not committed minus used: until a full GC has run, "used" counts the garbage too. A Check that arrives during one
- * waits for it, well inside Envoy's 1 s ext_authz timeout and the watchdog's 5 s.
+ * and none is in flight, and only when the heap's committed size has grown by
+ * IDLE_GC_MIN_GROWTH_BYTES since the last one left it (since start, the first time): once per quiet
+ * spell that follows growth, never on a timer of its own, and never again for sparse checks that
+ * grow nothing. Growth of the committed heap, not committed minus used: until a full GC has run,
+ * "used" counts the garbage too. A Check that arrives during one waits for it, well inside Envoy's
+ * 1 s ext_authz timeout and the watchdog's 5 s.
  *
  * The collection is V8's gc extension (`gc({ type: "major", flavor: "last-resort" })`), which Node
  * exposes with `--expose-gc` (src/cli/node-flags.ts ships it); without it this is off.
