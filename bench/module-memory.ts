@@ -2,8 +2,8 @@
  * What portcullis holds before it holds any data: RSS and V8 heap after a full GC, as each
  * dependency is loaded in turn, each figure from fresh processes started with this process's Node
  * flags and environment (`node <shipped flags> bench/module-memory.ts`, as bench/run.ts runs it; the
- * shipped flags include --expose-gc). Prints one JSON array of ModuleStep on stdout (bench/report.ts renders it) and the same
- * as a table on stderr.
+ * shipped flags include --expose-gc). Prints one JSON array of ModuleStep on stdout (bench/report.ts
+ * renders it) and the same as a table on stderr.
  *
  * The main figures are the shipped setting: Node's compile cache warm (NODE_COMPILE_CACHE,
  * src/cli/node-flags.ts; the image fills it at build). A fresh cache directory is filled by one
