@@ -25,9 +25,10 @@ FROM node:24-slim
 # to a PID namespace's init from inside it unless init handles that signal, SIGKILL included: node as
 # PID 1 could not be killed by its watchdog (src/server/watchdog.ts), so a frozen event loop would
 # hang there until the liveness probe. tini forwards SIGTERM to node and exits with its status.
-RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*
+# libjemalloc2: the allocator Node runs on (LD_PRELOAD below; src/cli/node-flags.ts says why).
+RUN apt-get update && apt-get install -y --no-install-recommends tini libjemalloc2 && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production
-# The shipped environment beside Node's flags (src/cli/node-flags.ts).
+# The shipped environment beside Node's flags (src/cli/node-flags.ts); the allocator's is set below.
 ENV MALLOC_ARENA_MAX=2
 ENV MALLOC_MMAP_THRESHOLD_=262144
 ENV NODE_COMPILE_CACHE=node_modules/.cache/node-compile-cache
@@ -46,6 +47,10 @@ RUN mkdir -p "$NODE_COMPILE_CACHE" && chown 1000:1000 "$NODE_COMPILE_CACHE" \
  && setpriv --reuid=1000 --regid=1000 --clear-groups node --max-semi-space-size=8 --heap-growing-percent=100 --max-old-space-size=256 --expose-gc src/cli/main.ts --help > /dev/null \
  && setpriv --reuid=1000 --regid=1000 --clear-groups node --max-semi-space-size=8 --heap-growing-percent=100 --max-old-space-size=256 --expose-gc src/cli/warm-compile-cache.ts \
  && chown -R root:root "$NODE_COMPILE_CACHE" && chmod -R a+rX "$NODE_COMPILE_CACHE"
+# Node's allocator, jemalloc (src/cli/node-flags.ts), for every process from here on: set after the
+# build steps, because setpriv running on jemalloc with its background thread aborts on --regid.
+ENV LD_PRELOAD=libjemalloc.so.2
+ENV MALLOC_CONF=background_thread:true
 # The image's unprivileged `node` user, by number so Kubernetes can verify runAsNonRoot; the
 # application files stay root-owned and read-only to it.
 USER 1000:1000

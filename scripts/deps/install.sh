@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Provides the pinned binaries the integration tests run for real: OpenFGA,
 # kube-apiserver, etcd and tini (the image's init). They are cached outside the repo, keyed by version,
-# so a warm run only checks that the files exist.
+# so a warm run only checks that the files exist. Also installs jemalloc (Debian's libjemalloc2),
+# the allocator portcullis ships with (src/cli/node-flags.ts), where the system has none: it is
+# preloaded by name, so it must be where the dynamic loader looks, as in the image.
 #
 #   bash scripts/deps/install.sh            # build/install what is missing
 #   source "${PORTCULLIS_CACHE:-$HOME/.cache/portcullis}/env"
@@ -136,6 +138,18 @@ unpack_debian_package() {
   dpkg-deb -x "$2/$1"_*.deb "$2/root"
 }
 
+# ldconfig is in sbin, which a user's PATH may lack.
+has_jemalloc() { [[ "$(PATH="$PATH:/usr/sbin:/sbin" ldconfig -p)" == *"libjemalloc.so.2 "* ]]; }
+
+install_jemalloc() {
+  if has_jemalloc; then log "jemalloc: installed"; return; fi
+  log "jemalloc: installing Debian package libjemalloc2 (the shipped allocator)"
+  local sudo=(); [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libjemalloc2 >/dev/null
+  has_jemalloc || die "libjemalloc2 installed, but the dynamic loader does not find libjemalloc.so.2"
+}
+
 install_etcd() {
   [[ -x "$ETCD_BIN" ]] && { log "etcd $ETCD_VERSION: cached"; return; }
   log "etcd $ETCD_VERSION: fetching Debian package etcd-server"
@@ -166,6 +180,7 @@ main() {
   exec 9>"$CACHE/.install.lock"
   flock 9
 
+  install_jemalloc
   install_etcd
   install_tini
   install_openfga

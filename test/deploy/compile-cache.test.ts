@@ -19,8 +19,13 @@ import { ids, OLD_SECRET, SECRET } from "../support/tokens.ts";
 const ROOT = resolve(import.meta.dirname, "../..");
 const NOBODY = 65534;
 const asRoot = process.getuid?.() === 0;
-/** Runs a command as the unprivileged uid when the tests run as root (a uid that permissions bind). */
-const unprivileged = (command: string[]) => (asRoot ? ["setpriv", `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", ...command] : command);
+/**
+ * As the unprivileged uid when the tests run as root (a uid that permissions bind): the spawn's own
+ * uid and gid, which drop the supplementary groups too. Not setpriv, as the Dockerfile's build step:
+ * here it would run with the shipped environment, and on jemalloc with its background thread
+ * `setpriv --regid` aborts (the Dockerfile warms the cache before it sets the allocator).
+ */
+const unprivileged = asRoot ? { uid: NOBODY, gid: NOBODY } : {};
 
 let world: ProcessWorld;
 beforeAll(async () => {
@@ -51,8 +56,8 @@ clusters: [{ id: "${ids.cluster}", kubeconfig: "${world.kubeconfig}" }]
 }
 
 function startWithCache(cacheDir: string, config: string, extraEnv: Record<string, string> = {}) {
-  const [command, ...args] = unprivileged([NODE, ...NODE_FLAGS, MAIN, "--config", config]);
-  const child = spawn(command!, args, {
+  const child = spawn(NODE, [...NODE_FLAGS, MAIN, "--config", config], {
+    ...unprivileged,
     cwd: ROOT,
     env: { PATH: process.env["PATH"] ?? "", PORTCULLIS_SECRET: SECRET, PORTCULLIS_OLD_SECRET: OLD_SECRET, ...NODE_ENV, NODE_COMPILE_CACHE: cacheDir, ...extraEnv },
     stdio: ["ignore", "ignore", "pipe"],
@@ -78,8 +83,7 @@ function warm(cacheDir: string) {
   mkdirSync(cacheDir, { recursive: true });
   if (asRoot) chownSync(cacheDir, NOBODY, NOBODY);
   for (const script of [[MAIN, "--help"], [join(ROOT, "src/cli/warm-compile-cache.ts")]]) {
-    const [command, ...args] = unprivileged([NODE, ...NODE_FLAGS, ...script]);
-    const run = spawnSync(command!, args, { cwd: ROOT, env: { PATH: process.env["PATH"] ?? "", ...NODE_ENV, NODE_COMPILE_CACHE: cacheDir }, encoding: "utf8", timeout: 60_000 });
+    const run = spawnSync(NODE, [...NODE_FLAGS, ...script], { ...unprivileged, cwd: ROOT, env: { PATH: process.env["PATH"] ?? "", ...NODE_ENV, NODE_COMPILE_CACHE: cacheDir }, encoding: "utf8", timeout: 60_000 });
     expect(run.status, run.stderr).toBe(0);
   }
 }
