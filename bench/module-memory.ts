@@ -13,7 +13,9 @@
  *   the code cache costs some back on the .js packages, whose cached functions are deserialized
  *   eagerly.
  * - `alone`: the floor, from a `node -e` process (no TypeScript at all): bare Node beside "node
- *   itself", and client-node's bundle (`#kubernetes-client`) imported alone beside its step.
+ *   itself", client-node's bundle (`#kubernetes-client`) imported alone beside its step, and beside
+ *   the last step (everything, after the idle GC's memory-reducing collection) the stack the project
+ *   was given and nothing else, after the same collection: what no portcullis code can go below.
  * - `unbundled`: beside client-node's step, a `node -e` process that imports the package root, as
  *   portcullis did before the bundle: client-node's KubeConfig (dist/config.js) imports
  *   dist/gen/index.js, which loads the generated models and API classes of every API group, so
@@ -35,6 +37,8 @@ export interface MemoryFigures {
 
 export interface ModuleStep extends MemoryFigures {
   readonly step: string;
+  /** Measured after V8's memory-reducing collection (as the idle GC runs it), not a regular full GC. */
+  readonly memoryReduced?: boolean;
   /** The same step in a process without a compile cache (Node strips the .ts sources itself). */
   readonly cold?: MemoryFigures;
   /** The floor beside this step: a `node -e` process (no TypeScript) that loads only what `what` says. */
@@ -58,10 +62,15 @@ function fresh<T>(args: readonly string[], compileCache: string | undefined): T 
 
 /** `node -e`: no TypeScript, so no type stripping whatever the cache. */
 const MEASURE_JS = `globalThis.gc(); const u = process.memoryUsage(); process.stdout.write(JSON.stringify({ rssBytes: u.rss, heapUsedBytes: u.heapUsed, heapTotalBytes: u.heapTotal }));`;
+const MEASURE_REDUCED_JS = MEASURE_JS.replace("globalThis.gc()", `globalThis.gc({ type: "major", execution: "sync", flavor: "last-resort" })`);
+/** The dependencies the project was given (its developers' guide), as portcullis imports them. */
+const GIVEN_STACK = ["@grpc/grpc-js", "@grpc/proto-loader", "jose", "@openfga/sdk", "#kubernetes-client", "lru-cache", "pino"] as const;
+const givenStackAlone = (cache: string | undefined) =>
+  fresh<MemoryFigures>(["--input-type=module", "-e", `${GIVEN_STACK.map((m) => `await import(${JSON.stringify(m)});`).join(" ")} ${MEASURE_REDUCED_JS}`], cache);
 const bareNode = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", MEASURE_JS], cache);
 const clientNodeAlone = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", `await import("#kubernetes-client"); ${MEASURE_JS}`], cache);
 const packageRootAlone = (cache: string | undefined) => fresh<MemoryFigures>(["--input-type=module", "-e", `await import("@kubernetes/client-node"); ${MEASURE_JS}`], cache);
-const ladderIn = (cache: string | undefined) => fresh<{ steps: Array<MemoryFigures & { step: string }>; typeStripperLoaded: boolean }>([LADDER], cache);
+const ladderIn = (cache: string | undefined) => fresh<{ steps: Array<MemoryFigures & { step: string; memoryReduced?: boolean }>; typeStripperLoaded: boolean }>([LADDER], cache);
 
 /**
  * The ladder with the cache warm, checked: a .ts file edited since the cache was filled (someone
@@ -88,15 +97,18 @@ try {
   ladderIn(cache);
   clientNodeAlone(cache);
   packageRootAlone(cache);
+  givenStackAlone(cache);
   const warm = warmLadder(cache);
   const cold = coldLadder();
   const bare = bareNode(cache);
   const clientNode = clientNodeAlone(cache);
   const unbundled = packageRootAlone(cache);
+  const givenStack = givenStackAlone(cache);
   const steps: ModuleStep[] = warm.map((s, i) => {
     const { step, ...coldFigures } = cold[i]!;
     if (step !== s.step) throw new Error(`ladders differ: ${step} vs ${s.step}`);
     if (s.step.startsWith("+ @kubernetes/client-node")) return { ...s, cold: coldFigures, alone: { what: "client-node's bundle alone (node -e)", ...clientNode }, unbundled };
+    if (s.memoryReduced === true) return { ...s, cold: coldFigures, alone: { what: `the given stack alone, same collection (node -e: ${GIVEN_STACK.join(", ")})`, ...givenStack } };
     return { ...s, cold: coldFigures, ...(i === 0 ? { alone: { what: "bare Node (node -e)", ...bare } } : {}) };
   });
   process.stdout.write(`${JSON.stringify(steps)}\n`);

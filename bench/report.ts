@@ -638,7 +638,7 @@ function memory(r: Results): string[] {
           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
           ...r.moduleMemory.map(
             (x, i, all) =>
-              `| ${x.step} | ${(x.rssBytes / MiB).toFixed(1)} | ${i === 0 ? "" : `+${((x.rssBytes - all[i - 1]!.rssBytes) / MiB).toFixed(1)}`} | ${(x.heapUsedBytes / MiB).toFixed(1)} | ${(x.heapTotalBytes / MiB).toFixed(1)} | ${x.cold === undefined ? "" : (x.cold.rssBytes / MiB).toFixed(1)} | ${x.alone === undefined ? "" : `${(x.alone.rssBytes / MiB).toFixed(1)} (${x.alone.what})`}${x.unbundled === undefined ? "" : `; the package root, unbundled: ${(x.unbundled.rssBytes / MiB).toFixed(1)}`} |`,
+              `| ${x.step} | ${(x.rssBytes / MiB).toFixed(1)} | ${i === 0 ? "" : `${x.rssBytes >= all[i - 1]!.rssBytes ? "+" : "−"}${(Math.abs(x.rssBytes - all[i - 1]!.rssBytes) / MiB).toFixed(1)}`} | ${(x.heapUsedBytes / MiB).toFixed(1)} | ${(x.heapTotalBytes / MiB).toFixed(1)} | ${x.cold === undefined ? "" : (x.cold.rssBytes / MiB).toFixed(1)} | ${x.alone === undefined ? "" : `${(x.alone.rssBytes / MiB).toFixed(1)} (${x.alone.what})`}${x.unbundled === undefined ? "" : `; the package root, unbundled: ${(x.unbundled.rssBytes / MiB).toFixed(1)}`} |`,
           ),
         ]),
   ];
@@ -733,7 +733,7 @@ function findings(r: Results): string[] {
     const shipped = idleAsShipped(m);
     const steps = r.moduleMemory;
     const clientNode = steps?.findIndex((x) => x.step.includes("client-node")) ?? -1;
-    const baseline = steps?.at(-1);
+    const baseline = steps?.findLast((x) => x.memoryReduced !== true);
     out.push(
       `- **Memory.**` +
         (baseline === undefined ? "" : ` Before holding any data the process is ${(baseline.rssBytes / MiB).toFixed(0)} MiB RSS`) +
@@ -756,6 +756,19 @@ function findings(r: Results): string[] {
           `holds ${(unbundled.rssBytes / MiB).toFixed(0)} MiB, above the idle target (100 MB = ${(100e6 / MiB).toFixed(0)} MiB) before gRPC, the Envoy protos, ` +
           `OpenFGA's SDK or any data. portcullis therefore loads a bundle of the parts it uses (src/kube/kubernetes-client.ts, built by ` +
           `esbuild at install): alone, with undici and client-node's other dependencies, which stay packages of their own, ${(alone.rssBytes / MiB).toFixed(0)} MiB.`,
+      );
+    }
+    const reduced = steps?.find((x) => x.memoryReduced === true);
+    const quiet = m.idleShippedQuiet;
+    if (reduced?.alone !== undefined && quiet !== undefined) {
+      const target = 100e6 / MiB;
+      out.push(
+        `- **What the idle target leaves for portcullis.** After the idle GC's memory-reducing collection, with no data and no ` +
+          `server started, everything portcullis loads holds ${(reduced.rssBytes / MiB).toFixed(1)} MiB RSS, and the stack the project was given ` +
+          `alone ${(reduced.alone.rssBytes / MiB).toFixed(1)} MiB (the table's last row). The idle target is ${target.toFixed(1)} MiB: ` +
+          `${(target - reduced.alone.rssBytes / MiB).toFixed(1)} MiB above the given stack for portcullis's own code, its configuration schema, metrics and ` +
+          `${m.installations.toLocaleString("en")} installations; the quiet idle server holds ${((quiet.rssBytes - reduced.rssBytes) / MiB).toFixed(1)} MiB above its code ` +
+          `(the installations, the listening server, its pools and the watchdog's bash).`,
       );
     }
   }
