@@ -763,12 +763,12 @@ function findings(r: Results): string[] {
     if (reduced?.alone !== undefined && quiet !== undefined) {
       const target = 100e6 / MiB;
       out.push(
-        `- **What the idle target leaves for portcullis.** After the idle GC's memory-reducing collection, with no data and no ` +
-          `server started, everything portcullis loads holds ${(reduced.rssBytes / MiB).toFixed(1)} MiB RSS, and the stack the project was given ` +
-          `alone ${(reduced.alone.rssBytes / MiB).toFixed(1)} MiB (the table's last row). The idle target is ${target.toFixed(1)} MiB: ` +
-          `${(target - reduced.alone.rssBytes / MiB).toFixed(1)} MiB above the given stack for portcullis's own code, its configuration schema, metrics and ` +
-          `${m.installations.toLocaleString("en")} installations; the quiet idle server holds ${((quiet.rssBytes - reduced.rssBytes) / MiB).toFixed(1)} MiB above its code ` +
-          `(the installations, the listening server, its pools and the watchdog's bash).`,
+        `- **What the idle target leaves for portcullis.** The module table's last row: everything portcullis loads, after the idle GC's ` +
+          `memory-reducing collection, with no data and no server started, holds ${(reduced.rssBytes / MiB).toFixed(1)} MiB RSS; the stack the project ` +
+          `was given, alone, ${(reduced.alone.rssBytes / MiB).toFixed(1)} MiB: ${reduced.alone.rssBytes / MiB > target ? `${(reduced.alone.rssBytes / MiB - target).toFixed(1)} MiB above` : `${(target - reduced.alone.rssBytes / MiB).toFixed(1)} MiB below`} ` +
+          `the idle target (${target.toFixed(1)} MiB). Both are read within a second of loading, before the allocator's decay (jemalloc's, ~10 s) ` +
+          `has given back the pages freed while loading, so they overstate a settled process; the settled figure is the quiet idle server's, ` +
+          `${(quiet.rssBytes / MiB).toFixed(1)} MiB with ${m.installations.toLocaleString("en")} installations indexed and the server running.`,
       );
     }
   }
