@@ -60,9 +60,12 @@ function fresh<T>(args: readonly string[], compileCache: string | undefined): T 
   return JSON.parse(run.stdout) as T;
 }
 
-/** `node -e`: no TypeScript, so no type stripping whatever the cache. */
-const MEASURE_JS = `globalThis.gc(); const u = process.memoryUsage(); process.stdout.write(JSON.stringify({ rssBytes: u.rss, heapUsedBytes: u.heapUsed, heapTotalBytes: u.heapTotal }));`;
-const MEASURE_REDUCED_JS = MEASURE_JS.replace("globalThis.gc()", `globalThis.gc({ type: "major", execution: "sync", flavor: "last-resort" })`);
+/** `node -e`: no TypeScript, so no type stripping whatever the cache. `gcArgs`: the arguments of the one GC before the reading. */
+const measureJs = (gcArgs = "") =>
+  `globalThis.gc(${gcArgs}); const u = process.memoryUsage(); process.stdout.write(JSON.stringify({ rssBytes: u.rss, heapUsedBytes: u.heapUsed, heapTotalBytes: u.heapTotal }));`;
+const MEASURE_JS = measureJs();
+/** The idle GC's memory-reducing collection (src/server/idle-gc.ts). */
+const MEASURE_REDUCED_JS = measureJs(`{ type: "major", execution: "sync", flavor: "last-resort" }`);
 /** The dependencies the project was given (its developers' guide), as portcullis imports them. */
 const GIVEN_STACK = ["@grpc/grpc-js", "@grpc/proto-loader", "jose", "@openfga/sdk", "#kubernetes-client", "lru-cache", "pino"] as const;
 const givenStackAlone = (cache: string | undefined) =>

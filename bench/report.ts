@@ -762,10 +762,11 @@ function findings(r: Results): string[] {
     const quiet = m.idleShippedQuiet;
     if (reduced?.alone !== undefined && quiet !== undefined) {
       const target = 100e6 / MiB;
+      const givenStack = reduced.alone.rssBytes / MiB;
       out.push(
         `- **What the idle target leaves for portcullis.** The module table's last row: everything portcullis loads, after the idle GC's ` +
           `memory-reducing collection, with no data and no server started, holds ${(reduced.rssBytes / MiB).toFixed(1)} MiB RSS; the stack the project ` +
-          `was given, alone, ${(reduced.alone.rssBytes / MiB).toFixed(1)} MiB: ${reduced.alone.rssBytes / MiB > target ? `${(reduced.alone.rssBytes / MiB - target).toFixed(1)} MiB above` : `${(target - reduced.alone.rssBytes / MiB).toFixed(1)} MiB below`} ` +
+          `was given, alone, ${givenStack.toFixed(1)} MiB: ${Math.abs(givenStack - target).toFixed(1)} MiB ${givenStack > target ? "above" : "below"} ` +
           `the idle target (${target.toFixed(1)} MiB). Both are read within a second of loading, before the allocator's decay (jemalloc's, ~10 s) ` +
           `has given back the pages freed while loading, so they overstate a settled process; the settled figure is the quiet idle server's, ` +
           `${(quiet.rssBytes / MiB).toFixed(1)} MiB with ${m.installations.toLocaleString("en")} installations indexed and the server running.`,
