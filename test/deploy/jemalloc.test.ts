@@ -57,11 +57,16 @@ function child(env: Record<string, string>, waitMs: number): Promise<Child & { s
 }
 
 describe("jemalloc, as shipped", () => {
-  it("is the allocator, with its setting and its background thread, and gives freed blocks' pages back; glibc keeps them (the control)", { timeout: 60_000 }, async () => {
+  it("is the allocator, with its setting and its background thread, and gives freed blocks' pages back; glibc keeps them (the control)", { timeout: 90_000 }, async () => {
     expect(NODE_ENV["LD_PRELOAD"]).toBe("libjemalloc.so.2");
     expect(NODE_ENV["MALLOC_CONF"]).toBe("background_thread:true");
-    // jemalloc purges a freed page within its decay time, 10 s by default; the control waits as long.
-    const [shipped, glibc] = await Promise.all([child({ ...NODE_ENV }, 20_000), child(GLIBC_ENV, 11_000)]);
+    // jemalloc purges a freed page along a curve that ends 10 s (its decay time) after the free,
+    // and V8 frees the blocks' memory when its sweeper gets to them, which on a busy machine is
+    // seconds after gc() returns: a CI run with every test file in flight saw 16 of 28 MiB purged
+    // 20 s after gc() (the curve begun late), and this machine, under four busy loops, saw the
+    // purge begin 10 s after gc() and end 18 s after. So the shipped child watches until the goal
+    // or 60 s, and the control watches 20 s.
+    const [shipped, glibc] = await Promise.all([child({ ...NODE_ENV }, 60_000), child(GLIBC_ENV, 20_000)]);
     // The loader's "cannot be preloaded" and jemalloc's "Invalid conf pair" both go to stderr.
     expect(shipped.stderr).toBe("");
     expect(shipped.allocator).toEqual({ jemalloc: true, backgroundThread: true });
