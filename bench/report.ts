@@ -113,6 +113,8 @@ export function renderResults(r: Results): string {
   w(...targets(r), "");
   w(...findings(r), "");
   w(...stability(r), "");
+  const previous = againstPrevious(r);
+  if (previous.length > 0) w(...previous, "");
   w(...referenceSection(r), "");
 
   w(
@@ -394,6 +396,71 @@ function stability(r: Results): string[] {
     "",
     "| figure | runs | min | median | max | spread | |",
     "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ...rows,
+  ];
+}
+
+/**
+ * The figures a full run is compared on with the one before it (bench/results.json as it stood): each
+ * run's own ratios to its no-op, what portcullis adds above the no-op in µs, and the memory readings.
+ */
+export function headlineFigures(r: Results): Record<string, number> {
+  const out: Record<string, number> = {};
+  const put = (name: string, v: number) => {
+    if (Number.isFinite(v)) out[name] = v;
+  };
+  const refRps = r.settings["referenceRps"];
+  const noop = ceiling(r);
+  put("core 1 calibration loop, CPU ms (median)", median(r.processes.map((p) => p.calibrationMs)));
+  put(`no-op: CPU µs/check at ${refRps}/s (median)`, median(r.processes.filter((p) => p.id === "noop").map((p) => p.reference.cpuUsPerRequest)));
+  put("no-op: checks/s at saturation (best run)", noop?.saturation.rps ?? NaN);
+  for (const h of HOT_SCENARIOS) {
+    if (h.id === "noop") continue;
+    const ratios = referenceRatios(r, h.id);
+    if (ratios.length > 0) {
+      put(`${h.short}: × no-op capacity at ${refRps}/s`, median(ratios.map((x) => x.capacityRatio)));
+      put(`${h.short}: CPU µs/check above the no-op at ${refRps}/s`, median(ratios.map((x) => x.cpuUs - x.noopCpuUs)));
+    }
+    const best = r.hot.find((x) => x.id === h.id)?.saturation.rps;
+    if (best !== undefined && noop !== undefined) put(`${h.short}: checks/s at saturation ÷ the no-op's (best runs)`, best / noop.saturation.rps);
+  }
+  const half = rateAt(r, r.hot.find((h) => h.id === "plugin-token"), 0.5);
+  const noopHalf = rateAt(r, noop, 0.5);
+  if (half !== undefined && noopHalf !== undefined) put("PluginToken: p99 ÷ the no-op's at half its saturation rate", half.p99Ms / noopHalf.p99Ms);
+  const hotPathNoop = r.hotPath?.find((x) => x.scenario === "noop")?.cpuUsPerCheck;
+  const hotPathPlugin = r.hotPath?.find((x) => x.scenario === "plugin-token")?.cpuUsPerCheck;
+  if (hotPathNoop !== undefined && hotPathPlugin !== undefined) put("bench/hot-path.ts: plugin-token µs/check above noop", hotPathPlugin - hotPathNoop);
+  const m = r.memory;
+  if (m !== undefined) {
+    put("memory: RSS MB after the fill and a full GC", m.afterGc.rssBytes / 1e6);
+    if (m.later !== undefined) put(`memory: RSS MB ${m.later.seconds} s after the fill`, m.later.rssBytes / 1e6);
+    put("memory: RSS MB idle as shipped (quiet, after a full GC)", (m.idleShippedQuiet ?? idleAsShipped(m)).rssBytes / 1e6);
+  }
+  return out;
+}
+
+function againstPrevious(r: Results): string[] {
+  const previous = r.previous;
+  if (previous === undefined) return [];
+  const now = headlineFigures(r);
+  const rows = Object.entries(now).flatMap(([name, v]) => {
+    const before = previous.figures[name];
+    if (before === undefined || before === 0) return [];
+    const change = v / before - 1;
+    const digits = Math.abs(v) < 10 ? 2 : 0;
+    return [`| ${name} | ${before.toFixed(digits)} | ${v.toFixed(digits)} | ${change >= 0 ? "+" : "−"}${pct(Math.abs(change))} | ${Math.abs(change) <= STABLE_SPREAD ? "" : "**moved**"} |`];
+  });
+  return [
+    "## Against the previous full run",
+    "",
+    `The same figures from the full run before this one (bench/results.json as it stood, ${previous.date}; core 1 calibration`,
+    `${previous.figures["core 1 calibration loop, CPU ms (median)"]?.toFixed(0) ?? "–"} ms there), which may have run on another machine of the same kind. "Which figures are stable" judges`,
+    `repeats within one run; this table judges runs against each other. A figure that moved by more than ${pct(STABLE_SPREAD)} while the code`,
+    "it measures did not change (the changes table below says what did) depends on the machine as much as on portcullis:",
+    "compare such a figure only within one run.",
+    "",
+    "| figure | previous run | this run | change | |",
+    "| --- | ---: | ---: | ---: | --- |",
     ...rows,
   ];
 }

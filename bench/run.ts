@@ -25,7 +25,7 @@ import { runMemoryScenario, type MemoryScenario } from "./memory.ts";
 import type { ModuleStep } from "./module-memory.ts";
 import { coreCalibrationMs, startProcess, type ServerProcess } from "./processes.ts";
 import { topSelfTime } from "./profile.ts";
-import { renderResults } from "./report.ts";
+import { headlineFigures, renderResults } from "./report.ts";
 import { HOT_SCENARIOS, type HotId, type HotResult, type ProcessRun, type Results } from "./scenarios.ts";
 import { constantServiceAccountToken } from "./warm-ports.ts";
 import { configSchema } from "../src/config/schema.ts";
@@ -101,7 +101,8 @@ const node = process.execPath;
 log(`work dir ${workDir}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 
 try {
-  const results = await runAll();
+  const previous = quick ? undefined : previousFullRun();
+  const results: Results = { ...(await runAll()), ...(previous === undefined ? {} : { previous }) };
   if (flags["no-write"]) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
   else {
     writeFileSync(join(BENCH, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
@@ -497,6 +498,17 @@ function machineNotes(when: "start" | "end"): Record<string, string> {
     opaEnvoy: `opa-envoy-plugin ${tools.opaVersion} (${sh(tools.opa, ["version"]).split("\n")[0] ?? "unknown"})`,
     loadAtStart: load,
   };
+}
+
+/** The headline figures of the full run bench/results.json holds now, before this run replaces it. */
+function previousFullRun(): Results["previous"] {
+  let before: Results;
+  try {
+    before = JSON.parse(readFileSync(join(BENCH, "results.json"), "utf8")) as Results;
+  } catch {
+    return undefined;
+  }
+  return before.mode === "full" ? { date: before.date, figures: headlineFigures(before) } : undefined;
 }
 
 function writeReport(results: Results): void {

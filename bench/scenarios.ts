@@ -67,4 +67,6 @@ export interface Results {
   /** Why the fleet benchmark did not finish, when it did not. */
   readonly fleetError?: string;
   readonly commands: string[];
+  /** The previous full run's headline figures (report.ts headlineFigures), for the comparison between runs. */
+  readonly previous?: { readonly date: string; readonly figures: Record<string, number> };
 }
