@@ -111,9 +111,10 @@ export function renderResults(r: Results): string {
   }
 
   w(...targets(r), "");
-  w(...findings(r), "");
+  const compared = comparedWithPrevious(r);
+  w(...findings(r, compared), "");
   w(...stability(r), "");
-  const previous = againstPrevious(r);
+  const previous = againstPrevious(r, compared);
   if (previous.length > 0) w(...previous, "");
   w(...referenceSection(r), "");
 
@@ -404,6 +405,12 @@ function stability(r: Results): string[] {
  * The figures a full run is compared on with the one before it (bench/results.json as it stood): each
  * run's own ratios to its no-op, what portcullis adds above the no-op in µs, and the memory readings.
  */
+const CALIBRATION = "core 1 calibration loop, CPU ms (median)";
+const noopCpuAt = (refRps: unknown) => `no-op: CPU µs/check at ${refRps}/s (median)`;
+const capacityAt = (short: string, refRps: unknown) => `${short}: × no-op capacity at ${refRps}/s`;
+const saturationRatio = (short: string) => `${short}: checks/s at saturation ÷ the no-op's (best runs)`;
+const P99_AT_HALF = "PluginToken: p99 ÷ the no-op's at half its saturation rate";
+
 export function headlineFigures(r: Results): Record<string, number> {
   const out: Record<string, number> = {};
   const put = (name: string, v: number) => {
@@ -411,22 +418,22 @@ export function headlineFigures(r: Results): Record<string, number> {
   };
   const refRps = r.settings["referenceRps"];
   const noop = ceiling(r);
-  put("core 1 calibration loop, CPU ms (median)", median(r.processes.map((p) => p.calibrationMs)));
-  put(`no-op: CPU µs/check at ${refRps}/s (median)`, median(r.processes.filter((p) => p.id === "noop").map((p) => p.reference.cpuUsPerRequest)));
+  put(CALIBRATION, median(r.processes.map((p) => p.calibrationMs)));
+  put(noopCpuAt(refRps), median(r.processes.filter((p) => p.id === "noop").map((p) => p.reference.cpuUsPerRequest)));
   put("no-op: checks/s at saturation (best run)", noop?.saturation.rps ?? NaN);
   for (const h of HOT_SCENARIOS) {
     if (h.id === "noop") continue;
     const ratios = referenceRatios(r, h.id);
     if (ratios.length > 0) {
-      put(`${h.short}: × no-op capacity at ${refRps}/s`, median(ratios.map((x) => x.capacityRatio)));
+      put(capacityAt(h.short, refRps), median(ratios.map((x) => x.capacityRatio)));
       put(`${h.short}: CPU µs/check above the no-op at ${refRps}/s`, median(ratios.map((x) => x.cpuUs - x.noopCpuUs)));
     }
     const best = r.hot.find((x) => x.id === h.id)?.saturation.rps;
-    if (best !== undefined && noop !== undefined) put(`${h.short}: checks/s at saturation ÷ the no-op's (best runs)`, best / noop.saturation.rps);
+    if (best !== undefined && noop !== undefined) put(saturationRatio(h.short), best / noop.saturation.rps);
   }
   const half = rateAt(r, r.hot.find((h) => h.id === "plugin-token"), 0.5);
   const noopHalf = rateAt(r, noop, 0.5);
-  if (half !== undefined && noopHalf !== undefined) put("PluginToken: p99 ÷ the no-op's at half its saturation rate", half.p99Ms / noopHalf.p99Ms);
+  if (half !== undefined && noopHalf !== undefined) put(P99_AT_HALF, half.p99Ms / noopHalf.p99Ms);
   const hotPathNoop = r.hotPath?.find((x) => x.scenario === "noop")?.cpuUsPerCheck;
   const hotPathPlugin = r.hotPath?.find((x) => x.scenario === "plugin-token")?.cpuUsPerCheck;
   if (hotPathNoop !== undefined && hotPathPlugin !== undefined) put("bench/hot-path.ts: plugin-token µs/check above noop", hotPathPlugin - hotPathNoop);
@@ -439,22 +446,29 @@ export function headlineFigures(r: Results): Record<string, number> {
   return out;
 }
 
-function againstPrevious(r: Results): string[] {
+/** Each headline figure both runs have: before (the previous full run), after (this one), and the relative change. */
+function comparedWithPrevious(r: Results): Map<string, { before: number; after: number; change: number }> {
+  const out = new Map<string, { before: number; after: number; change: number }>();
+  if (r.previous === undefined) return out;
+  for (const [name, after] of Object.entries(headlineFigures(r))) {
+    const before = r.previous.figures[name];
+    if (before !== undefined && before !== 0) out.set(name, { before, after, change: after / before - 1 });
+  }
+  return out;
+}
+
+function againstPrevious(r: Results, compared: ReturnType<typeof comparedWithPrevious>): string[] {
   const previous = r.previous;
   if (previous === undefined) return [];
-  const now = headlineFigures(r);
-  const rows = Object.entries(now).flatMap(([name, v]) => {
-    const before = previous.figures[name];
-    if (before === undefined || before === 0) return [];
-    const change = v / before - 1;
-    const digits = Math.abs(v) < 10 ? 2 : 0;
-    return [`| ${name} | ${before.toFixed(digits)} | ${v.toFixed(digits)} | ${change >= 0 ? "+" : "−"}${pct(Math.abs(change))} | ${Math.abs(change) <= STABLE_SPREAD ? "" : "**moved**"} |`];
+  const rows = [...compared].map(([name, { before, after, change }]) => {
+    const digits = Math.abs(after) < 10 ? 2 : 0;
+    return `| ${name} | ${before.toFixed(digits)} | ${after.toFixed(digits)} | ${change >= 0 ? "+" : "−"}${pct(Math.abs(change))} | ${Math.abs(change) <= STABLE_SPREAD ? "" : "**moved**"} |`;
   });
   return [
     "## Against the previous full run",
     "",
     `The same figures from the full run before this one (bench/results.json as it stood, ${previous.date}; core 1 calibration`,
-    `${previous.figures["core 1 calibration loop, CPU ms (median)"]?.toFixed(0) ?? "–"} ms there), which may have run on another machine of the same kind. "Which figures are stable" judges`,
+    `${previous.figures[CALIBRATION]?.toFixed(0) ?? "–"} ms there), which may have run on another machine of the same kind. "Which figures are stable" judges`,
     `repeats within one run; this table judges runs against each other. A figure that moved by more than ${pct(STABLE_SPREAD)} while the code`,
     "it measures did not change (the changes table below says what did) depends on the machine as much as on portcullis:",
     "compare such a figure only within one run.",
@@ -711,7 +725,7 @@ function memory(r: Results): string[] {
   ];
 }
 
-function findings(r: Results): string[] {
+function findings(r: Results, compared: ReturnType<typeof comparedWithPrevious>): string[] {
   const out: string[] = ["## Findings", ""];
   const noop = ceiling(r);
   const plugin = r.hot.find((h) => h.id === "plugin-token");
@@ -798,22 +812,16 @@ function findings(r: Results): string[] {
   }
   const previous = r.previous;
   if (previous !== undefined) {
-    const now = headlineFigures(r);
-    const moved = (name: string) => {
-      const before = previous.figures[name];
-      const after = now[name];
-      return before === undefined || after === undefined || before === 0 ? undefined : { before, after, change: after / before - 1 };
-    };
     const show = (name: string, digits: number) => {
-      const m = moved(name);
+      const m = compared.get(name);
       return m === undefined ? "–" : `${m.before.toFixed(digits)} → ${m.after.toFixed(digits)}`;
     };
-    const memoryNames = Object.keys(now).filter((k) => k.startsWith("memory: "));
-    const memoryMoves = memoryNames.map((k) => Math.abs(moved(k)?.change ?? NaN)).filter(Number.isFinite);
+    const memoryMoves = [...compared].filter(([name]) => name.startsWith("memory: ")).map(([, m]) => Math.abs(m.change));
+    const scenario3 = HOT_SCENARIOS.find((h) => h.id === "plugin-token")!.short;
     out.push(
-      `- **Between this run and the previous full run** (${previous.date}; "Against the previous full run" below): the core 1 calibration loop ${show("core 1 calibration loop, CPU ms (median)", 0)} ms,`,
-      `  the no-op's CPU per check at ${refRps}/s ${show(`no-op: CPU µs/check at ${refRps}/s (median)`, 0)} µs. Scenario 3 × the no-op's capacity at ${refRps}/s ${show(`PluginToken: × no-op capacity at ${refRps}/s`, 2)},`,
-      `  by throughput at saturation ${show("PluginToken: checks/s at saturation ÷ the no-op's (best runs)", 2)}; its p99 ratio at half the no-op's saturation ${show("PluginToken: p99 ÷ the no-op's at half its saturation rate", 2)}.` +
+      `- **Between this run and the previous full run** (${previous.date}; "Against the previous full run" below): the core 1 calibration loop ${show(CALIBRATION, 0)} ms,`,
+      `  the no-op's CPU per check at ${refRps}/s ${show(noopCpuAt(refRps), 0)} µs. Scenario 3 × the no-op's capacity at ${refRps}/s ${show(capacityAt(scenario3, refRps), 2)},`,
+      `  by throughput at saturation ${show(saturationRatio(scenario3), 2)}; its p99 ratio at half the no-op's saturation ${show(P99_AT_HALF, 2)}.` +
         (memoryMoves.length === 0 ? "" : ` The memory readings moved by at most ${pct(Math.max(...memoryMoves))}.`),
       "  A CPU ratio that moves between runs of the same code by more than the spread within one run is a property of the",
       "  machine as much as of portcullis: judge a change to the code by runs made side by side on one machine.",
