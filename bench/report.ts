@@ -1,4 +1,7 @@
 /** bench/RESULTS.md from one run's results: every figure beside its ratio to the no-op server of the same run. */
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { parseAllDocuments } from "yaml";
 import { fleetSection } from "./fleet-report.ts";
 import type { LoadResult } from "./ghz.ts";
 import { HOT_SCENARIOS, type HotResult, type ProcessRun, type Results } from "./scenarios.ts";
@@ -182,6 +185,7 @@ export function renderResults(r: Results): string {
   w(...runsTable(r), "");
   if (r.cold !== undefined) w(...cold(r), "");
   if (r.memory !== undefined) w(...memory(r), "", ...sizing(r), "");
+  w(...cpuSizing(r), "");
   w(...flagsSection(r), "");
   if (r.fleet !== undefined) w(fleetSection(r.fleet), "");
   if (r.fleetError !== undefined) w("## Fleet", "", `**The fleet benchmark failed in this run:** ${r.fleetError.split("\n")[0]}`, "");
@@ -612,6 +616,52 @@ function sizing(r: Results): string[] {
     "",
     "deploy/k8s/deployment.yaml and docs/deployment.md's sizing table are set from these rows; with `workers: N`, each",
     "worker holds its own caches and indexes, so multiply by N.",
+  ];
+}
+
+/** The Deployment's CPU request (cores) and the HorizontalPodAutoscaler's CPU target (share of it), as shipped. */
+function shippedCpuScaling(): { requestCores: number; targetShare: number } {
+  const manifest = (file: string, kind: string) =>
+    parseAllDocuments(readFileSync(resolve(import.meta.dirname, "../deploy/k8s", file), "utf8"))
+      .map((d) => d.toJS() as { kind?: string; spec?: any })
+      .find((d) => d.kind === kind)!;
+  const container = manifest("deployment.yaml", "Deployment").spec.template.spec.containers.find((c: { name: string }) => c.name === "portcullis");
+  const request = String(container.resources.requests.cpu);
+  const metric = manifest("horizontalpodautoscaler.yaml", "HorizontalPodAutoscaler").spec.metrics.find((m: any) => m.resource?.name === "cpu");
+  return { requestCores: request.endsWith("m") ? Number(request.slice(0, -1)) / 1000 : Number(request), targetShare: metric.resource.target.averageUtilization / 100 };
+}
+
+/** Checks per second per core from this run's CPU per check, and where the shipped autoscaler adds a replica. */
+function cpuSizing(r: Results): string[] {
+  const refRps = Number(r.settings["referenceRps"]);
+  const { requestCores, targetShare } = shippedCpuScaling();
+  const scaleAt = requestCores * targetShare;
+  const rows = r.hot
+    .filter((h) => h.id !== "noop" && h.id !== "opa" && h.id !== "plugin-token-node-defaults")
+    .map((h) => {
+      const cpu = median(r.processes.filter((p) => p.id === h.id).map((p) => p.reference.cpuUsPerRequest));
+      const s = h.saturation;
+      return `| ${label(h.id)} | ${cpu.toFixed(0)} | ${(1e6 / cpu).toFixed(0)} | ${((scaleAt * 1e6) / cpu).toFixed(0)} | ${s.rps.toFixed(0)} on ${s.cpuCores.toFixed(2)} cores | ${(s.rps / s.cpuCores).toFixed(0)} |`;
+    });
+  const m = r.memory;
+  if (m !== undefined && m.fillCpuSeconds > 0) {
+    const cold = (m.fillCpuSeconds * 1e6) / m.users;
+    rows.push(`| plugin-proxy PluginToken, cold (the memory scenario's fill: each check a new user's token verified and can_view asked of OpenFGA) | ${cold.toFixed(0)} | ${(1e6 / cold).toFixed(0)} | ${((scaleAt * 1e6) / cold).toFixed(0)} | | |`);
+  }
+  return [
+    "### Sizing CPU from this run",
+    "",
+    `CPU per check falls as the load rises (a busier server sleeps less per check: Findings), so checks/s per core at ${refRps}/s`,
+    `is the conservative figure for a replica, and saturation's the most one core gave. The shipped Deployment requests ${requestCores * 1000}m`,
+    `of CPU with no limit, and its HorizontalPodAutoscaler adds replicas at ${(targetShare * 100).toFixed(0)}% of that request: the third column is the`,
+    `rate of each kind of check alone at which a replica reaches it (${(scaleAt * 1000).toFixed(0)}m). A replica at a lower rate than ${refRps}/s pays more per check, so`,
+    "the autoscaler adds replicas somewhat earlier than the column says.",
+    "",
+    `| scenario | CPU µs/check at ${refRps}/s | checks/s per core at that cost | checks/s at the autoscaler's target | checks/s at saturation | checks/s per core at saturation |`,
+    "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ...rows,
+    "",
+    "docs/deployment.md's CPU section is set from these rows.",
   ];
 }
 
