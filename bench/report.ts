@@ -9,12 +9,12 @@ import { HOT_SCENARIOS, type HotResult, type ProcessRun, type Results } from "./
 const MiB = 2 ** 20;
 /** A figure whose repeats spread by more than this (max − min over median) is reported as unstable. */
 const STABLE_SPREAD = 0.1;
+/** Issue 15: the warm Fundament and Konfidence scenarios keep at least this share of the no-op's capacity. */
+const CAPACITY_TARGET = 0.85;
 
 const label = (id: string) => HOT_SCENARIOS.find((s) => s.id === id)?.label ?? id;
 const ratio = (v: number, base: number | undefined) => (base === undefined || !Number.isFinite(v) || !Number.isFinite(base) || base === 0 ? "–" : `${(v / base).toFixed(2)}×`);
 const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(v < 10 ? 2 : 1) : "–");
-/** Issue 15: the warm Fundament and Konfidence scenarios keep at least this share of the no-op's capacity. */
-const CAPACITY_TARGET = 0.85;
 const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : "–");
 
 /** The no-op's best saturation run: the ceiling for the throughput ratios. */
@@ -61,6 +61,11 @@ export function sleepCost(r: Results): { perSleepUs: number; perCheckUs: number;
   if (sxx === 0 || syy === 0) return undefined;
   const perSleepUs = sxy / sxx;
   return { perSleepUs, perCheckUs: my - perSleepUs * mx, r2: (sxy * sxy) / (sxx * syy), points: pts.length };
+}
+
+/** A scenario's CPU per check at the reference rate, the median over its processes. */
+function referenceCpu(r: Results, id: string): number {
+  return median(r.processes.filter((p) => p.id === id).map((p) => p.reference.cpuUsPerRequest));
 }
 
 /** A scenario's main-thread sleeps per check at the reference rate, the median over its processes. */
@@ -425,7 +430,7 @@ export function headlineFigures(r: Results): Record<string, number> {
   const refRps = r.settings["referenceRps"];
   const noop = ceiling(r);
   put(CALIBRATION, median(r.processes.map((p) => p.calibrationMs)));
-  put(noopCpuAt(refRps), median(r.processes.filter((p) => p.id === "noop").map((p) => p.reference.cpuUsPerRequest)));
+  put(noopCpuAt(refRps), referenceCpu(r, "noop"));
   put("no-op: checks/s at saturation (best run)", noop?.saturation.rps ?? NaN);
   for (const h of HOT_SCENARIOS) {
     if (h.id === "noop") continue;
@@ -553,11 +558,10 @@ function flagsSection(r: Results): string[] {
     "",
   ];
   if (shipped === undefined || defaults === undefined) return [...out, "(3 or 3b not measured in this run.)"];
-  const ref = (id: string) => median(r.processes.filter((p) => p.id === id).map((p) => p.reference.cpuUsPerRequest));
   out.push(
     "| | shipped flags (3) | Node defaults (3b) |",
     "| --- | ---: | ---: |",
-    `| CPU µs/check at ${r.settings["referenceRps"]}/s (median of processes) | ${ref("plugin-token").toFixed(1)} | ${ref("plugin-token-node-defaults").toFixed(1)} |`,
+    `| CPU µs/check at ${r.settings["referenceRps"]}/s (median of processes) | ${referenceCpu(r, "plugin-token").toFixed(1)} | ${referenceCpu(r, "plugin-token-node-defaults").toFixed(1)} |`,
     ...shipped.rates.map((x, i) => {
       const y = defaults.rates[i];
       const n = noop?.rates[i];
@@ -639,7 +643,7 @@ function cpuSizing(r: Results): string[] {
   const rows = r.hot
     .filter((h) => h.id !== "noop" && h.id !== "opa" && h.id !== "plugin-token-node-defaults")
     .map((h) => {
-      const cpu = median(r.processes.filter((p) => p.id === h.id).map((p) => p.reference.cpuUsPerRequest));
+      const cpu = referenceCpu(r, h.id);
       const s = h.saturation;
       return `| ${label(h.id)} | ${cpu.toFixed(0)} | ${(1e6 / cpu).toFixed(0)} | ${((scaleAt * 1e6) / cpu).toFixed(0)} | ${s.rps.toFixed(0)} on ${s.cpuCores.toFixed(2)} cores | ${(s.rps / s.cpuCores).toFixed(0)} |`;
     });
@@ -786,11 +790,11 @@ function findings(r: Results, compared: ReturnType<typeof comparedWithPrevious>)
   if (noop !== undefined) {
     // The cost of one no-op check at each load level this run measured it at.
     const levels = [
-      { at: `${refRps}/s`, cpu: median(noopRuns.map((p) => p.reference.cpuUsPerRequest)) },
+      { at: `${refRps}/s`, cpu: referenceCpu(r, "noop") },
       ...noop.rates.map((x) => ({ at: `${x.offeredRps}/s`, cpu: x.cpuUsPerRequest })),
       { at: `saturation (${noop.saturation.rps.toFixed(0)}/s)`, cpu: noop.saturation.cpuUsPerRequest },
     ];
-    const ps = plugin === undefined ? [] : [{ at: `${refRps}/s`, cpu: median(r.processes.filter((p) => p.id === "plugin-token").map((p) => p.reference.cpuUsPerRequest)) }, ...plugin.rates.map((x) => ({ at: `${x.offeredRps}/s`, cpu: x.cpuUsPerRequest })), { at: `saturation (${plugin.saturation.rps.toFixed(0)}/s)`, cpu: plugin.saturation.cpuUsPerRequest }];
+    const ps = plugin === undefined ? [] : [{ at: `${refRps}/s`, cpu: referenceCpu(r, "plugin-token") }, ...plugin.rates.map((x) => ({ at: `${x.offeredRps}/s`, cpu: x.cpuUsPerRequest })), { at: `saturation (${plugin.saturation.rps.toFixed(0)}/s)`, cpu: plugin.saturation.cpuUsPerRequest }];
     out.push(
       "- **Why the figures moved between machines (0.62× on one, 0.48× on another of the same kind).** Saturation measures",
       "  the load generator and the load level as much as the server:",
