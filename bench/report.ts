@@ -786,7 +786,6 @@ function findings(r: Results, compared: ReturnType<typeof comparedWithPrevious>)
   const noop = ceiling(r);
   const plugin = r.hot.find((h) => h.id === "plugin-token");
   const refRps = Number(r.settings["referenceRps"]);
-  const noopRuns = r.processes.filter((p) => p.id === "noop");
   if (noop !== undefined) {
     // The cost of one no-op check at each load level this run measured it at.
     const levels = [
