@@ -16,7 +16,10 @@
  * 1-2 MiB most young objects are still alive at each scavenge and get copied and promoted.
  * Rechecked after the CPU work (batched audit line, token checked once; with the flags below):
  * Node's default 31.4, 2 MiB 48.0, 4 MiB 40.7, 8 MiB 30.9, 16 MiB 30.8 µs — 8 is still the
- * smallest young generation that costs nothing.
+ * smallest young generation that costs nothing. Nor does 16 buy anything in the server (the
+ * benchmark's PluginToken server under ghz, 2026-12-05, two processes each, interleaved): at
+ * saturation 7,790–7,977 checks/s against 7,347–8,024 with 8, at 3,000/s 277–284 µs CPU per check
+ * against 277–286, and at 7,500/s offered p99 7.2–7.4 ms against 5.1–5.2, with 14–21 MiB more RSS.
  */
 /**
  * `--heap-growing-percent=100`: after each full GC V8 lets the old generation grow to 2× what
@@ -46,6 +49,15 @@
  * keeps the pages a burst grew into, and its own memory reducer did not run after one: after
  * bench/memory.ts's 100,000 cold checks, RSS 286 MiB after a full GC, 199 after that collection.
  * Nothing else calls it. Without the flag the idle GC is off (and says so at start).
+ */
+/**
+ * Measured and not shipped: `--use-largepages=on` (Node's code remapped onto 2 MiB pages; these
+ * hosts' transparent huge pages are `madvise`). The benchmark's `--only noop,plugin-token`, two runs
+ * each way (2026-12-05): PluginToken at 3,000/s 254–272 µs CPU per check against 270–278 without,
+ * best saturation run 8,393–8,746 against 7,792–8,460 checks/s — under 5%, inside what the no-op
+ * moved between the same runs (115–137 µs). It turns ~30 MiB of the binary's file-backed pages, which
+ * the kernel can drop, into 40 MiB of anonymous memory it cannot, and where a node's transparent
+ * huge pages are `never` it only warns.
  */
 export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256", "--expose-gc"];
 
