@@ -27,6 +27,8 @@ export interface Identified {
   readonly kind: "identified";
   readonly claims: UserClaims | PluginClaims;
   readonly source: CredentialSource;
+  /** The token that was verified, as read from `source`. */
+  readonly token: string;
 }
 
 /**
@@ -60,5 +62,5 @@ export async function identify(
   if (claims.type === "other-audience" || !(accepted[credential.source] ?? []).includes(claims.type)) {
     return deny("wrong-audience", "the token is not accepted here");
   }
-  return { kind: "identified", claims, source: credential.source };
+  return { kind: "identified", claims, source: credential.source, token: credential.token };
 }

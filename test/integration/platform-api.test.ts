@@ -201,6 +201,36 @@ describe("authn-api MintPluginToken: a PluginToken cannot mint another (FUN-17 Â
   });
 });
 
+/**
+ * The credential Fundament's services read (fundament-oss/fundament common/auth/auth.go,
+ * Validator.Validate): Authorization only when it starts with exactly "Bearer ", else the
+ * fundament_auth cookie.
+ */
+function serviceCredential(headers: Readonly<Record<string, string>>): string | undefined {
+  const authorization = headers["authorization"] ?? "";
+  if (authorization.startsWith("Bearer ")) return authorization.slice("Bearer ".length);
+  for (const part of (headers["cookie"] ?? "").split(";")) {
+    const pair = part.trim();
+    if (pair.startsWith("fundament_auth=")) return pair.slice("fundament_auth=".length);
+  }
+  return undefined;
+}
+
+describe("platform-api: the service reads the token portcullis verified, never a PluginToken beside it", () => {
+  const createKey: Target = { policy: "platform-api", service: "organization-api", path: "/organization.v1.APIKeyService/CreateAPIKey" };
+
+  it.each(["bearer", "BEARER", "BeArEr", " Bearer", "Bearer  "])("Authorization %j <a UserToken> beside a PluginToken cookie", async (scheme) => {
+    const user = await t(userToken());
+    const headers = { authorization: `${scheme} ${user}`, ...(await cookie(pluginToken(), CONSOLE)) };
+    const res = await check(createKey, headers);
+    if (!res.allowed) throw new Error(`refused: ${JSON.stringify(res)}`);
+    const upstream: Record<string, string> = { ...headers, ...res.set };
+    for (const name of res.removed) delete upstream[name];
+    expect(serviceCredential(upstream)).toBe(user);
+    expect(res.set["authorization"]).toBe(`Bearer ${user}`);
+  });
+});
+
 describe("platform-api: the rest of the gate", () => {
   const dcim: Target = { policy: "platform-api", service: "dcim-api", path: "/dcim.v1.SiteService/ListSites" };
 

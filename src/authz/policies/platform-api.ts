@@ -10,6 +10,10 @@
  *    cannot mint another;
  *  - on allow the credential goes on unchanged (the services still validate it themselves: defence
  *    in depth) and portcullis adds the identity it verified. Client-sent x-fundament-* never reach them.
+ *    A Bearer the client spelled other than `Bearer <token>` goes on in that spelling: Fundament's
+ *    services (common/auth/auth.go) take Authorization only when it starts with exactly "Bearer " and
+ *    otherwise fall back to the fundament_auth cookie, which portcullis did not read — a PluginToken
+ *    there would pass the wall behind `authorization: bearer <a UserToken>`.
  */
 import type { AuditSink } from "../../audit/plugin-request.ts";
 import { allow, deny, type Decision } from "../decision.ts";
@@ -20,6 +24,7 @@ import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations } from "../../headers/mutations.ts";
 import { publishPluginTokenReplay } from "../../metrics/events.ts";
 import { isUuid } from "../../tokens/claim-formats.ts";
+import type { CredentialSource } from "../../tokens/credentials.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface PlatformApiDeps {
@@ -69,18 +74,20 @@ export function platformApi(deps: PlatformApiDeps): Policy {
         replayRefused(request, service!, identity.source, claims, deps.audit);
         return deny("wrong-audience", "the token is not accepted here");
       }
-      return userRequest(request, claims);
+      return userRequest(request, identity.token, identity.source, claims);
     },
   };
 }
 
-/** The credential goes on as it came; the verified identity is added. */
-function userRequest(request: HttpRequest, claims: UserClaims): Decision {
+/** The credential goes on as it came (a Bearer in its canonical spelling); the verified identity is added. */
+function userRequest(request: HttpRequest, token: string, source: CredentialSource, claims: UserClaims): Decision {
   // Claims become header values only once they are known to be UUIDs (no separators, no CR/LF).
   if (!passed("organization-ids", claims.organizationIds.every(isUuid))) return deny("invalid-token", "the token's organization_ids are not UUIDs");
   const set: Record<string, string> = { [IDENTITY_HEADERS.userId]: claims.sub };
   // Without organizations the header is absent (and a client-sent one removed), never empty.
   if (claims.organizationIds.length > 0) set[IDENTITY_HEADERS.organizationIds] = claims.organizationIds.join(",");
+  // The upstream must read the token verified here, not the cookie beside it (the module comment).
+  if (source === "bearer" && request.headers["authorization"] !== `Bearer ${token}`) set["authorization"] = `Bearer ${token}`;
   return allow(mutations(request.headers, set));
 }
 
