@@ -65,10 +65,29 @@ describe("Envoy", () => {
   it("runs the generated envoy.yaml byte for byte, from a ConfigMap whose name changes with it", () => {
     expect(configMap["data"]["envoy.yaml"]).toBe(read("deploy/envoy/envoy.yaml"));
     expect(configMap["metadata"].name).toMatch(/^fundament-envoy-config-[a-z0-9]{10}$/);
-    expect(pod.spec.volumes).toContainEqual({ name: "config", configMap: { name: configMap["metadata"].name } });
+    const config = pod.spec.volumes.find((v: Manifest) => v["name"] === "config");
+    expect(config.projected.sources).toContainEqual({ configMap: { name: configMap["metadata"].name } });
     const container = pod.spec.containers[0];
     expect(container.args.slice(0, 2)).toEqual(["--config-path", "/etc/envoy/envoy.yaml"]);
     expect(container.volumeMounts).toContainEqual({ name: "config", mountPath: "/etc/envoy", readOnly: true });
+  });
+
+  it("mounts every file envoy.yaml names (key pair, API server CAs): Envoy does not start without one", () => {
+    const named: string[] = [];
+    const walk = (node: unknown): void => {
+      if (Array.isArray(node)) node.forEach(walk);
+      else if (node !== null && typeof node === "object") {
+        for (const [key, value] of Object.entries(node)) {
+          if (key === "filename" && typeof value === "string") named.push(value);
+          else walk(value);
+        }
+      }
+    };
+    walk(bootstrap);
+    expect(named).toEqual(expect.arrayContaining(["/etc/envoy/tls/tls.key", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"]));
+    const container = pod.spec.containers[0];
+    expect([...new Set(named)].filter((file) => !mountedFiles(pod.spec.volumes, container.volumeMounts).has(file))).toEqual([]);
+    expect(mountedFiles(pod.spec.volumes, container.volumeMounts).has(container.args[1])).toBe(true);
   });
 
   it("exposes the listener envoy.yaml binds, and its pods are the ones portcullis's NetworkPolicy admits to the gRPC port", () => {
@@ -92,6 +111,26 @@ describe("Envoy", () => {
     expect(pod.spec.containers[0].securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } });
   });
 });
+
+/**
+ * The files a pod's volume mounts put in the container: a ConfigMap source without items gives its
+ * keys when this kit renders that ConfigMap; any other source only the paths its items name.
+ */
+function mountedFiles(volumes: Manifest[], mounts: Manifest[]): Set<string> {
+  const configMaps = new Map(Object.values(rendered).flat().filter((m) => m["kind"] === "ConfigMap").map((m) => [m["metadata"].name as string, Object.keys(m["data"] ?? {})]));
+  const files = new Set<string>();
+  for (const mount of mounts) {
+    const volume = volumes.find((v) => v["name"] === mount["name"]);
+    const sources: Manifest[] = volume?.["projected"]?.sources ?? [volume ?? {}];
+    for (const source of sources) {
+      const from = source["configMap"] ?? source["secret"];
+      if (from === undefined) continue;
+      const paths: string[] = from.items?.map((i: Manifest) => i["path"]) ?? (source["configMap"] ? (configMaps.get(from.name) ?? []) : []);
+      for (const path of paths) files.add(`${mount["mountPath"]}/${path}`);
+    }
+  }
+  return files;
+}
 
 describe("monitoring", () => {
   const admin = find("deploy/k8s", "Service", "portcullis-admin");
