@@ -51,6 +51,9 @@ export type CompiledSubject = { readonly ok: true; readonly subject: Subject } |
 /** Whether the platform trusts the provider behind a (normalized) discovery endpoint (ADR open question 1). */
 export type ProviderTrust = (endpoint: string) => boolean;
 
+/** Claims that never narrow a subject to fewer than all the tokens its provider issues for its audience. */
+const NON_NARROWING_CLAIMS: ReadonlySet<string> = new Set(["iss", "aud"]);
+
 export function compileSubject(raw: unknown, trusts: ProviderTrust): CompiledSubject {
   if (!isRecord(raw)) return invalid("not-exactly-one-kind");
   // The subject is an open union: any other set field is a kind this version does not know.
@@ -83,8 +86,12 @@ function compileJwks(raw: unknown, trusts: ProviderTrust): CompiledSubject {
     if (name === "" || typeof pattern !== "string") return invalid("jwks-claim-invalid");
     matchers.push({ name, glob: compileGlob(pattern) });
   }
-  // Claims exist so a subject cannot match every token a provider issues (ADR-0028); `*` alone would.
-  if (Object.values(claims).every((pattern) => /^\*+$/.test(pattern as string))) return invalid("jwks-claims-unconstrained");
+  // Claims exist so a subject cannot match every token a provider issues (ADR-0028); `*` alone would,
+  // and so would `iss` and `aud`: every verified token carries the provider's issuer, and the
+  // subject's audience is one any of the provider's callers may request.
+  if (Object.entries(claims).every(([name, pattern]) => NON_NARROWING_CLAIMS.has(name) || /^\*+$/.test(pattern as string))) {
+    return invalid("jwks-claims-unconstrained");
+  }
   // Checked last, so a subject that is also malformed reports the malformation.
   if (!trusts(endpoint)) return invalid("untrusted-provider");
   return { ok: true, subject: { kind: "jwks", endpoint, audience, claims: matchers } };

@@ -43,6 +43,12 @@ describe("compileSubject: validation", () => {
     { name: "jwks with no claims", input: jwks({ claims: {} }), expected: "jwks-claims-missing" },
     { name: "jwks whose only claim is *", input: jwks({ claims: { sub: "*" } }), expected: "jwks-claims-unconstrained" },
     { name: "jwks whose claims are all stars", input: jwks({ claims: { sub: "**", repository: "*" } }), expected: "jwks-claims-unconstrained" },
+    // Every verified token carries its provider's iss, and any of the provider's callers may ask for the audience.
+    { name: "jwks that pins only iss", input: jwks({ claims: { iss: "https://token.actions.githubusercontent.com" } }), expected: "jwks-claims-unconstrained" },
+    { name: "jwks that pins only aud", input: jwks({ claims: { aud: AUD } }), expected: "jwks-claims-unconstrained" },
+    { name: "jwks that pins iss and aud", input: jwks({ claims: { iss: "https://token.actions.githubusercontent.com", aud: AUD } }), expected: "jwks-claims-unconstrained" },
+    { name: "jwks that pins iss beside a star", input: jwks({ claims: { iss: "https://token.actions.githubusercontent.com", sub: "*" } }), expected: "jwks-claims-unconstrained" },
+    { name: "jwks that pins iss beside a real constraint", input: jwks({ claims: { iss: "https://token.actions.githubusercontent.com", sub: "repo:acme/app:*" } }), expected: "jwks" },
     { name: "jwks with a non-string pattern", input: jwks({ claims: { sub: "x", run_number: 7 } }), expected: "jwks-claim-invalid" },
     { name: "jwks with an empty claim name", input: jwks({ claims: { "": "x" } }), expected: "jwks-claim-invalid" },
 
