@@ -12,7 +12,7 @@ const filePath = z.string().regex(/^\//, "expected an absolute file path (as Env
 const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "expected a lower-case UUID");
 
 /** A browser origin: scheme, host and optional port, nothing else (no path, no trailing slash). */
-const origin = z
+export const origin = z
   .string()
   .regex(/^https?:\/\/[A-Za-z0-9]([-.A-Za-z0-9]*[A-Za-z0-9])?(:\d{1,5})?$/, "expected an origin like https://plugin-proxy.fundament.io (no path)");
 

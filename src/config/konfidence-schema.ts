@@ -18,6 +18,7 @@ import {
 } from "../konfidence/permissions.ts";
 import { isRoleName } from "../konfidence/role-bindings.ts";
 import { deadlineMs, periodMs } from "./durations.ts";
+import { origin } from "./envoy-schema.ts";
 
 const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "expected a lower-case UUID");
 const discoveryUrl = z
@@ -95,6 +96,12 @@ export const konfidenceSchema = z
         discoveryUrl: discoveryUrl.describe("the platform's single OIDC provider"),
         audience: z.string().min(1).describe("the platform's client id: session tokens must carry it"),
         cookie: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "expected a cookie name").optional(),
+        cookieOrigins: z
+          .array(origin)
+          .default([])
+          .describe(
+            "browser origins (Konfidence's UI) whose requests may authenticate with the session cookie; without an Origin, only a request with Sec-Fetch-Site: same-origin does",
+          ),
         header: z
           .string()
           .regex(/^[a-z0-9-]+$/, "expected a lower-case header name")

@@ -13,12 +13,18 @@ import type { SessionTokens, SessionVerification } from "./ports.ts";
 import { OIDC_PROVIDER, type ProviderHttp } from "./provider-http.ts";
 import { DependencyUnavailable } from "../authz/errors.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
-import { cookieToken, type CredentialLookup, headerToken } from "../tokens/credentials.ts";
+import { cookieCredentialAllowed, cookieToken, type CredentialLookup, headerToken } from "../tokens/credentials.ts";
 
-export type SessionCredentialSource = { readonly cookie: string } | { readonly header: string };
+/** A cookie counts only from a page the browser vouches for (`cookieOrigins`, or same-origin), as Fundament's does. */
+export type SessionCredentialSource = { readonly cookie: string; readonly cookieOrigins: ReadonlySet<string> } | { readonly header: string };
+
+const ABSENT: CredentialLookup = { kind: "absent" };
 
 export function sessionCredential(headers: Readonly<Record<string, string>>, source: SessionCredentialSource): CredentialLookup {
-  return "cookie" in source ? cookieToken(headers, source.cookie) : headerToken(headers, source.header);
+  if (!("cookie" in source)) return headerToken(headers, source.header);
+  // A browser attaches the cookie to cross-site forms and navigations, and to same-site pages' requests
+  // (a plugin's), none of which CORS stops: without this, any such page could act as the user.
+  return cookieCredentialAllowed(headers, source.cookieOrigins) ? cookieToken(headers, source.cookie) : ABSENT;
 }
 
 export interface OidcSessionsOptions {

@@ -103,7 +103,7 @@ export function konfidencePolicy(config: KonfidenceConfig, ports: KonfidencePort
     platformAudiences: config.providers.platformAudiences,
     ...(s === undefined || ports.sessions === undefined
       ? {}
-      : { session: { tokens: ports.sessions, credential: s.cookie !== undefined ? { cookie: s.cookie } : { header: s.header! } } }),
+      : { session: { tokens: ports.sessions, credential: s.cookie !== undefined ? { cookie: s.cookie, cookieOrigins: new Set(s.cookieOrigins) } : { header: s.header! } } }),
   });
 }
 

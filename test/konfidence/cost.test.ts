@@ -63,7 +63,7 @@ function world(projects: number) {
       },
     },
     session: {
-      credential: { cookie: "kden-session" },
+      credential: { cookie: "kden-session", cookieOrigins: new Set() },
       tokens: {
         verify: async (token) => {
           counts.sessionVerifications++;
@@ -106,11 +106,12 @@ describe("a check's cost does not depend on the number of other Projects", () =>
       run: async (w) =>
         w.decide(w.scenario.approvePromotion(PROJECT), {
           cookie: `kden-session=${await mintToken({ sub: "ada", groups: w.scenario.developerGroups(PROJECT) })}`,
+          "sec-fetch-site": "same-origin",
         }),
     },
     {
       name: "a session in no group of the project",
-      run: async (w) => w.decide(w.scenario.readStages(PROJECT), { cookie: `kden-session=${await mintToken({ sub: "eve", groups: ["x", "y", "z"] })}` }),
+      run: async (w) => w.decide(w.scenario.readStages(PROJECT), { cookie: `kden-session=${await mintToken({ sub: "eve", groups: ["x", "y", "z"] })}`, "sec-fetch-site": "same-origin" }),
     },
   ];
 

@@ -14,10 +14,12 @@ const GITLAB = "https://gitlab.example.com/.well-known/openid-configuration";
 const BETA_AUD = "https://beta.example/api";
 const PLATFORM_AUD = "https://konfidence.example/platform";
 const SESSION_ISSUER = `session:${PLATFORM_ISSUER}`;
+/** Konfidence's UI: the one origin whose requests the session cookie authenticates. */
+const KONFIDENCE_UI = "https://konfidence.example";
 
 const konfidenceConfig = {
   providers: { allowList: [GITHUB, CI_NET], platformAudiences: [PLATFORM_AUD] },
-  session: { discoveryUrl: PLATFORM, audience: "konfidence-ui", cookie: "kden-session" },
+  session: { discoveryUrl: PLATFORM, audience: "konfidence-ui", cookie: "kden-session", cookieOrigins: [KONFIDENCE_UI] },
 };
 
 let world: KonfidenceWorld;
@@ -52,8 +54,12 @@ beforeEach(() => {
 
 const check = (path: string, headers: Record<string, string> = {}, method = "GET") =>
   server.check({ method, path, headers, policy: "konfidence-api" });
+const sessionCookie = async (sub: string, groups: string[], extra: Record<string, unknown> = {}) =>
+  `theme=dark; kden-session=${await mintToken({ iss: PLATFORM_ISSUER, sub, groups, ...extra })}`;
+/** The session cookie as Konfidence's UI sends it. */
 const session = async (sub: string, groups: string[], extra: Record<string, unknown> = {}) => ({
-  cookie: `theme=dark; kden-session=${await mintToken({ iss: PLATFORM_ISSUER, sub, groups, ...extra })}`,
+  cookie: await sessionCookie(sub, groups, extra),
+  origin: KONFIDENCE_UI,
 });
 const workload = async (sub: string, extra: Record<string, unknown> = {}) => ({
   authorization: `Bearer ${await mintToken({ iss: GITHUB_ISSUER, aud: AUD, sub, ref: "refs/heads/main", ...extra })}`,
@@ -122,6 +128,11 @@ describe("konfidence-api: allowed requests, whole responses", () => {
   it("HEAD is authorized as GET", async () => {
     expect(await check(`${alpha}/logs`, await session("ada", ["alpha-devs"]), "HEAD")).toMatchObject({ allowed: true });
   });
+
+  it("the session cookie counts from the UI's own page without an Origin (Sec-Fetch-Site: same-origin)", async () => {
+    const headers = { cookie: await sessionCookie("ada", ["alpha-devs"]), "sec-fetch-site": "same-origin" };
+    expect(await check(`${alpha}/stages`, headers)).toMatchObject({ allowed: true, set: { "x-konfidence-subject": "ada", "x-konfidence-roles": "dev" } });
+  });
 });
 
 describe("konfidence-api: denials (DESIGN denials table)", () => {
@@ -143,7 +154,13 @@ describe("konfidence-api: denials (DESIGN denials table)", () => {
     { name: "Basic scheme", headers: async () => ({ authorization: "Basic dXNlcjpwYXNz" }), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "a workload token its provider rejects", headers: () => workload("repo:acme/app:x", { fake: "reject" }), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "a session its provider rejects", headers: () => session("ada", ["alpha-devs"], { fake: "reject" }), http: 401, grpc: 16, reason: "invalid-token" },
-    { name: "two session cookies", headers: async () => ({ cookie: `kden-session=${await mintToken({ sub: "a" })}; kden-session=${await mintToken({ sub: "b" })}` }), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "two session cookies", headers: async () => ({ cookie: `kden-session=${await mintToken({ sub: "a" })}; kden-session=${await mintToken({ sub: "b" })}`, origin: KONFIDENCE_UI }), http: 401, grpc: 16, reason: "invalid-token" },
+    // The session cookie counts only from a page the browser vouches for: browsers attach it to
+    // cross-site forms and navigations, and to another page of the same site, which CORS does not stop.
+    { name: "a session cookie from another origin", headers: async () => ({ cookie: await sessionCookie("ada", ["alpha-devs"]), origin: "https://evil.example", "sec-fetch-site": "cross-site" }), http: 401, grpc: 16, reason: "missing-token" },
+    { name: "a session cookie from another page of the same site", headers: async () => ({ cookie: await sessionCookie("ada", ["alpha-devs"]), origin: "https://plugins.konfidence.example", "sec-fetch-site": "same-site" }), http: 401, grpc: 16, reason: "missing-token" },
+    { name: "a session cookie on a cross-site navigation (no Origin)", headers: async () => ({ cookie: await sessionCookie("ada", ["alpha-devs"]), "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate" }), http: 401, grpc: 16, reason: "missing-token" },
+    { name: "a session cookie with neither Origin nor Sec-Fetch-Site", headers: async () => ({ cookie: await sessionCookie("ada", ["alpha-devs"]) }), http: 401, grpc: 16, reason: "missing-token" },
     { name: "a token whose issuer no Project names", headers: async () => ({ authorization: `Bearer ${await mintToken({ iss: "https://gitlab.example.com", sub: "x", aud: AUD })}` }), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "a token without an https issuer", headers: async () => ({ authorization: `Bearer ${await mintToken({ iss: "http://token.actions.githubusercontent.com", sub: "x" })}` }), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "a sub that is not safe header text", headers: () => workload("repo:acme/app:x\r\nx-konfidence-roles: admin"), http: 401, grpc: 16, reason: "invalid-token" },

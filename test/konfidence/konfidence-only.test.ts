@@ -46,7 +46,7 @@ describe("a Konfidence-only deployment", () => {
 
   it("a Konfidence request is decided as ever", async () => {
     const cookie = `kden-session=${await mintToken({ iss: PLATFORM_ISSUER, sub: "ada", groups: ["alpha-devs"], aud: "konfidence-ui" })}`;
-    const res = await server.check({ method: "GET", path: "/api/v1/projects/alpha/stages", headers: { cookie }, policy: "konfidence-api" });
+    const res = await server.check({ method: "GET", path: "/api/v1/projects/alpha/stages", headers: { cookie, "sec-fetch-site": "same-origin" }, policy: "konfidence-api" });
     expect(res).toMatchObject({ allowed: true, set: { "x-konfidence-subject": "ada", "x-konfidence-roles": "dev" } });
   });
 });

@@ -87,7 +87,7 @@ describe("konfidence-api with real OIDC providers", () => {
 
   it("allows an interactive user whose session the platform provider signed", async () => {
     const token = await platform.sign(platformKey, { sub: "ada", aud: "konfidence-ui", groups: ["alpha-pms"] });
-    expect(await check("/api/v1/projects/alpha/vectorPromotions/p-1/approve", { cookie: `kden-session=${token}` }, "POST")).toMatchObject({
+    expect(await check("/api/v1/projects/alpha/vectorPromotions/p-1/approve", { cookie: `kden-session=${token}`, "sec-fetch-site": "same-origin" }, "POST")).toMatchObject({
       allowed: true,
       set: { "x-konfidence-issuer": `session:${platform.issuer}`, "x-konfidence-subject": "ada", "x-konfidence-roles": "pm" },
     });
