@@ -27,6 +27,7 @@ import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../kube-api-upstre
 import { type KubePath, kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
 import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
+import { requesterChecks } from "../../kube/requester-checks.ts";
 import { oversizedField } from "../../kube/object-names.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { beforeDeadline, type Deadline, denialFor } from "../errors.ts";
@@ -199,7 +200,9 @@ async function pluginRequest(
   const sa = pluginServiceAccount(claims.installationName);
 
   const canView = start(() => deps.canView.canView(claims.sub, clusterId));
-  const userMay = start(async () => (!known || info === undefined || malformed !== undefined ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info))));
+  const userMay = start(async () =>
+    !known || info === undefined || malformed !== undefined ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info, request)),
+  );
   const pluginToken = start(async () => {
     if (malformed !== undefined) return undefined;
     const found = await installation;
@@ -234,9 +237,13 @@ function impersonates(headers: Readonly<Record<string, string>>): boolean {
   return false;
 }
 
-/** A WebSocket GET on pods/exec|attach|portforward needs both get and create (Kubernetes ≥ 1.35). */
-function accessAttributes(info: RequestInfo): AccessAttributes[] {
-  return authorizationVerbsFor(info).map((verb): AccessAttributes =>
+/**
+ * What the user's review asks: the request's own verbs (a WebSocket GET on pods/exec|attach|
+ * portforward needs both get and create, Kubernetes ≥ 1.35), then what kube-apiserver authorizes
+ * inside its handlers for the requester, here the plugin's ServiceAccount (requester-checks.ts).
+ */
+function accessAttributes(info: RequestInfo, request: HttpRequest): AccessAttributes[] {
+  const own = authorizationVerbsFor(info).map((verb): AccessAttributes =>
     info.isResourceRequest
       ? {
           kind: "resource",
@@ -250,6 +257,7 @@ function accessAttributes(info: RequestInfo): AccessAttributes[] {
         }
       : { kind: "non-resource", verb, path: info.path },
   );
+  return [...own, ...requesterChecks(info, request.query, request.headers["content-type"])];
 }
 
 async function allAllowed(review: UserAccessReview, clusterId: string, userId: string, attributes: AccessAttributes[]): Promise<boolean> {
