@@ -11,6 +11,9 @@ import { requesterChecks } from "../../src/kube/requester-checks.ts";
 const NS = "/api/v1/namespaces/team-a";
 const RBAC = "/apis/rbac.authorization.k8s.io/v1";
 const CSR = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+const PCR = "/apis/certificates.k8s.io/v1/namespaces/team-a/podcertificaterequests";
+const ADMISSION = "/apis/admissionregistration.k8s.io/v1";
+const CLAIMS = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims";
 
 interface Row {
   readonly method: string;
@@ -26,7 +29,12 @@ const rows: Array<[string, Row]> = [
   ["apply with a charset", { method: "PATCH", path: `${NS}/configmaps/web`, contentType: "application/apply-patch+yaml; charset=utf-8", checks: ["create /configmaps team-a/web"] }],
   ["apply as CBOR", { method: "PATCH", path: `${NS}/configmaps/web`, contentType: "application/apply-patch+cbor", checks: ["create /configmaps team-a/web"] }],
   ["apply on a custom resource", { method: "PATCH", path: "/apis/cert-manager.io/v1/namespaces/team-a/certificates/c", contentType: "application/apply-patch+yaml", checks: ["create cert-manager.io/certificates team-a/c"] }],
-  ["apply on a subresource", { method: "PATCH", path: `${NS}/services/web/status`, contentType: "application/apply-patch+yaml", checks: ["create /services/status team-a/web"] }],
+  ["apply on services/status, whose strategy creates on update", { method: "PATCH", path: `${NS}/services/web/status`, contentType: "application/apply-patch+yaml", checks: ["create /services/status team-a/web"] }],
+  ["PUT on services/status, whose strategy creates on update", { method: "PUT", path: `${NS}/services/web/status`, checks: ["create /services/status team-a/web"] }],
+  ["PUT on services/proxy, a connect, never creates", { method: "PUT", path: `${NS}/services/web/proxy`, checks: [] }],
+  ["apply on a status its storage never creates (forceAllowCreate forced off)", { method: "PATCH", path: "/apis/apps/v1/namespaces/team-a/deployments/d/status", contentType: "application/apply-patch+yaml", checks: [] }],
+  ["apply on a scale subresource", { method: "PATCH", path: "/apis/apps/v1/namespaces/team-a/deployments/d/scale", contentType: "application/apply-patch+yaml", checks: [] }],
+  ["apply on a custom resource's status", { method: "PATCH", path: "/apis/cert-manager.io/v1/namespaces/team-a/certificates/c/status", contentType: "application/apply-patch+yaml", checks: [] }],
   ["two Content-Type values merged: kube reads the first, this reads neither as a non-creating patch", { method: "PATCH", path: `${NS}/configmaps/web`, contentType: "application/merge-patch+json, application/apply-patch+yaml", checks: ["create /configmaps team-a/web"] }],
   ["a patch type in another case is not one kube knows as non-creating", { method: "PATCH", path: `${NS}/configmaps/web`, contentType: "Application/Merge-Patch+JSON", checks: ["create /configmaps team-a/web"] }],
   ["a patch without Content-Type", { method: "PATCH", path: `${NS}/configmaps/web`, checks: ["create /configmaps team-a/web"] }],
@@ -54,6 +62,22 @@ const rows: Array<[string, Row]> = [
   ["issue a CSR's certificate", { method: "PATCH", path: `${CSR}/csr-1/status`, contentType: "application/merge-patch+json", checks: ["sign certificates.k8s.io/signers /"] }],
   ["create a CSR", { method: "POST", path: CSR, checks: [] }],
   ["create a ClusterTrustBundle", { method: "POST", path: "/apis/certificates.k8s.io/v1beta1/clustertrustbundles", checks: ["attest certificates.k8s.io/signers /"] }],
+  ["issue a PodCertificateRequest's certificate", { method: "PUT", path: `${PCR}/p/status`, checks: ["sign certificates.k8s.io/signers /"] }],
+  ["create a PodCertificateRequest", { method: "POST", path: PCR, checks: [] }],
+
+  // Admission policies' parameters.
+  ["create a ValidatingAdmissionPolicy", { method: "POST", path: `${ADMISSION}/validatingadmissionpolicies`, checks: ["get */* /"] }],
+  ["apply a MutatingAdmissionPolicy", { method: "PATCH", path: `${ADMISSION}/mutatingadmissionpolicies/p`, contentType: "application/apply-patch+yaml", checks: ["create admissionregistration.k8s.io/mutatingadmissionpolicies /p", "get */* /"] }],
+  ["apply on a ValidatingAdmissionPolicy's status, which may create it", { method: "PATCH", path: `${ADMISSION}/validatingadmissionpolicies/p/status`, contentType: "application/apply-patch+yaml", checks: ["create admissionregistration.k8s.io/validatingadmissionpolicies/status /p", "get */* /"] }],
+  ["merge-patch a ValidatingAdmissionPolicy's status", { method: "PATCH", path: `${ADMISSION}/validatingadmissionpolicies/p/status`, contentType: "application/merge-patch+json", checks: [] }],
+  ["update a ValidatingAdmissionPolicyBinding", { method: "PUT", path: `${ADMISSION}/validatingadmissionpolicybindings/b`, checks: ["get */* /", "list */* /"] }],
+  ["create a MutatingAdmissionPolicyBinding", { method: "POST", path: `${ADMISSION}/mutatingadmissionpolicybindings`, checks: ["get */* /", "list */* /"] }],
+  ["delete a ValidatingAdmissionPolicy", { method: "DELETE", path: `${ADMISSION}/validatingadmissionpolicies/p`, checks: [] }],
+
+  // A ResourceClaim's status.
+  ["patch a ResourceClaim's status", { method: "PATCH", path: `${CLAIMS}/c/status`, contentType: "application/merge-patch+json", checks: ["patch resource.k8s.io/resourceclaims/binding /", "arbitrary-node:patch resource.k8s.io/resourceclaims/driver team-a/"] }],
+  ["update a ResourceClaim's status", { method: "PUT", path: `${CLAIMS}/c/status`, checks: ["update resource.k8s.io/resourceclaims/binding /", "arbitrary-node:update resource.k8s.io/resourceclaims/driver team-a/"] }],
+  ["update a ResourceClaim", { method: "PUT", path: `${CLAIMS}/c`, checks: [] }],
 
   // Unsafe delete.
   ["delete ignoring read errors", { method: "DELETE", path: `${NS}/configmaps/web`, query: "ignoreStoreReadErrorWithClusterBreakingPotential=true", checks: ["unsafe-delete-ignore-read-errors /configmaps team-a/web"] }],
@@ -72,5 +96,21 @@ describe("requesterChecks", () => {
       (a) => `${a.verb} ${a.group}/${a.resource}${a.subresource === "" ? "" : `/${a.subresource}`} ${a.namespace}/${a.name}`,
     );
     expect(checks).toEqual(row.checks);
+  });
+});
+
+describe("requesterChecks: the version kube asks with", () => {
+  // escalation_check.go and certauthorization.go ask on APIVersion "*", the handlers on the request's.
+  it.each([
+    ["bind", "POST", `${RBAC}/namespaces/team-a/rolebindings`, undefined, ["*", "*"]],
+    ["escalate", "PATCH", `${RBAC}/clusterroles/view`, "application/merge-patch+json", ["*"]],
+    ["signers", "PUT", `${CSR}/csr-1/approval`, undefined, ["*"]],
+    ["admission policy parameters", "POST", `${ADMISSION}/validatingadmissionpolicybindings`, undefined, ["*", "*"]],
+    ["create on apply", "PATCH", `${NS}/configmaps/web`, "application/apply-patch+yaml", ["v1"]],
+    ["ResourceClaim status", "PUT", `${CLAIMS}/c/status`, undefined, ["v1", "v1"]],
+  ])("%s", (_name, method, path, contentType, versions) => {
+    const query = new URLSearchParams();
+    const info = requestInfoFor({ method, path, query });
+    expect(requesterChecks(info, query, contentType).map((a) => a.version)).toEqual(versions);
   });
 });
