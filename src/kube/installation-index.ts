@@ -66,6 +66,12 @@ export function keepInstallationFields(obj: PluginInstallationObject): PluginIns
 /** One cluster's installations by metadata.uid, as its watch last reported them. */
 class InstallationStore implements IndexStore<PluginInstallationObject> {
   readonly #byUid = new Map<string, Installation>();
+  /**
+   * The uid each name holds now. ListWatch keys its cache by name: an installation deleted and
+   * re-created under the same name while no watch heard it (before a list in place) arrives as an
+   * update of the name, never as a deletion of the old uid, which must go with it.
+   */
+  readonly #uidByName = new Map<string, string>();
 
   get size(): number {
     return this.#byUid.size;
@@ -87,15 +93,24 @@ class InstallationStore implements IndexStore<PluginInstallationObject> {
 
   put(obj: PluginInstallationObject): void {
     const installation = installationOf(obj);
-    if (installation !== undefined) this.#byUid.set(installation.uid, installation);
+    if (installation === undefined) return;
+    const previous = this.#uidByName.get(installation.name);
+    if (previous !== undefined && previous !== installation.uid) this.#byUid.delete(previous);
+    this.#uidByName.set(installation.name, installation.uid);
+    this.#byUid.set(installation.uid, installation);
   }
 
   remove(obj: PluginInstallationObject): void {
-    if (obj.metadata?.uid !== undefined) this.#byUid.delete(obj.metadata.uid);
+    const uid = obj.metadata?.uid;
+    if (uid === undefined) return;
+    const removed = this.#byUid.get(uid);
+    this.#byUid.delete(uid);
+    if (removed !== undefined && this.#uidByName.get(removed.name) === uid) this.#uidByName.delete(removed.name);
   }
 
   clear(): void {
     this.#byUid.clear();
+    this.#uidByName.clear();
   }
 }
 

@@ -73,12 +73,15 @@ export class TokenRequests implements ServiceAccountTokens {
             { "portcullis.cluster_id": context.clusterId, "kube.namespace": context.namespace, "kube.serviceaccount": context.name },
           );
         } catch (err) {
-          if (httpStatusOf(err) === 404) {
+          if (httpStatusOf(err) === 404 && clusters.get(context.clusterId) === cluster) {
             entry.ttl = MISSING_TTL_MS;
             return MISSING;
           }
           throw err;
         }
+        // Asked of a server the cluster no longer is (re-pointed or removed meanwhile): never cached.
+        // forgetCluster() cannot drop an entry whose fetch is in flight (lru-cache's keys() skips it).
+        if (clusters.get(context.clusterId) !== cluster) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "cluster replaced or removed while asking");
         const token = response.status?.token;
         const expires = response.status?.expirationTimestamp;
         if (typeof token !== "string" || token === "" || expires === undefined) {
@@ -111,8 +114,9 @@ export class TokenRequests implements ServiceAccountTokens {
   }
 
   /**
-   * Drops every token of a cluster that was replaced or removed (and aborts requests in flight to
-   * it): a token from another API server or signing key would be refused upstream until it expired.
+   * Drops every token of a cluster that was replaced or removed: a token from another API server or
+   * signing key would be refused upstream until it expired. A request in flight to it is not cached
+   * when it returns (the fetch checks its cluster is still the one registered).
    */
   forgetCluster(clusterId: string): void {
     const prefix = `${clusterId}/`;

@@ -58,6 +58,9 @@ export class SubjectAccessReviews implements UserAccessReview {
         if (verdict === "denied" && !(await readiness.ready(context.clusterId))) {
           throw new DependencyUnavailable(SAR_DEPENDENCY, "denied by an API server that is not ready");
         }
+        // Answered by a server the cluster no longer is (re-pointed or removed meanwhile): never cached.
+        // forgetCluster() cannot drop an entry whose fetch is in flight (lru-cache's keys() skips it).
+        if (clusters.get(context.clusterId) !== cluster) throw new DependencyUnavailable(SAR_DEPENDENCY, "cluster replaced or removed while asking");
         entry.ttl = verdict === "allowed" ? options.allowTtlMs : options.denyTtlMs;
         return verdict === "allowed";
       },
@@ -81,8 +84,9 @@ export class SubjectAccessReviews implements UserAccessReview {
   }
 
   /**
-   * Drops every answer about a cluster that was replaced or removed (and aborts reviews in flight
-   * to it): none was given by the API server and credential now registered under its id.
+   * Drops every answer about a cluster that was replaced or removed: none was given by the API
+   * server and credential now registered under its id. A review in flight to it is not cached when
+   * it returns (the fetch checks its cluster is still the one registered).
    */
   forgetCluster(clusterId: string): void {
     const prefix = `${clusterId}/`;
