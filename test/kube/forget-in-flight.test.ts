@@ -85,7 +85,7 @@ it("a SubjectAccessReview in flight to the old API server when the cluster is re
   const f = fleet((id) => reviews.forgetCluster(id));
   reviews = new SubjectAccessReviews(f.clusters, { timeoutMs: 2_000, allowTtlMs: 5_000, denyTtlMs: 2_000, maxEntries: 100 });
   const inFlight = reviews.allowed(ID, USER, GET_SECRETS).catch(() => undefined);
-  await until(() => oldServer.sarSpecs.length > 0, 2_000, "the review to reach the old server");
+  await until(() => oldServer.requests.some((r) => r.url.includes("/subjectaccessreviews")), 2_000, "the review to reach the old server");
   f.repoint();
   await inFlight;
   // The user's ServiceAccount may not get this secret on the API server cluster X now is.
