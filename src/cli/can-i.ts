@@ -74,6 +74,7 @@ export function renderList(listed: CanIList): string {
   const lines = [
     `cluster ${listed.cluster}, namespace ${listed.namespace === "" ? "(cluster-wide rules only)" : listed.namespace}`,
     `installation ${listed.installation.name} (${listed.installation.uid}), plugin ${listed.installation.pluginName}`,
+    `revoked: ${listed.revoked === null ? "no" : `YES, by ${listed.revoked.name} (${listed.revoked.scope}): no PluginToken request of this user through this installation gets through`}`,
     `can_view(user, cluster): ${listed.canView ? "yes" : "NO: no PluginToken request of this user gets through"}`,
     side("user", listed.user),
     side("plugin", listed.plugin),
@@ -97,6 +98,6 @@ function side(label: string, s: CanIList["user"]): string {
 
 export function renderAnswer(answer: CanIAnswer): string {
   const verdict = answer.allowed === true ? "yes" : answer.allowed === false ? "no" : "unknown";
-  const gates = answer.gates.map((g) => `  ${g.gate.padEnd(8)} ${g.allowed ? "allows" : g.incomplete ? "does not list it (incomplete)" : "refuses"}`);
+  const gates = answer.gates.map((g) => `  ${g.gate.padEnd(10)} ${g.allowed ? "allows" : g.incomplete ? "does not list it (incomplete)" : "refuses"}`);
   return `${verdict}${answer.decidedBy === undefined ? "" : ` (decided by ${answer.decidedBy})`}\n${gates.join("\n")}\n`;
 }

@@ -1,6 +1,7 @@
 /**
  * "What can this plugin do for this user?" (issue 17 §3). A PluginToken request reaches the API
- * server only through four gates: the paths the gateway forwards, OpenFGA's can_view(user, cluster), the gateway's
+ * server only through five gates: the deny-list (revocations.ts, asked of the installation as pinned
+ * now), the paths the gateway forwards, OpenFGA's can_view(user, cluster), the gateway's
  * SubjectAccessReview for the user's ServiceAccount, and the API server's own RBAC for the plugin's
  * ServiceAccount, whose token is what Envoy forwards. The two RBAC halves are read from the cluster
  * itself — a SelfSubjectRulesReview made with each ServiceAccount's token from TokenRequest — and
@@ -11,6 +12,7 @@ import type { RulesReviews } from "../kube/rules-review.ts";
 import { FORWARDED_ROOTS } from "../kube/gateway-path.ts";
 import { pluginServiceAccount, type ServiceAccountRef, userServiceAccount } from "../kube/service-accounts.ts";
 import type { ClusterViewCheck, Installation, KnownClusters, ServiceAccountTokens } from "../authz/ports.ts";
+import { pinnedSubject, type RevocationList, type RevocationScope } from "../authz/revocations.ts";
 
 export interface CanIPorts {
   readonly clusters: KnownClusters;
@@ -18,6 +20,8 @@ export interface CanIPorts {
   readonly serviceAccountTokens: ServiceAccountTokens;
   readonly installations: { byUid(clusterId: string, uid: string): Installation | undefined; byName?(clusterId: string, name: string): Installation | undefined };
   readonly rulesReviews?: RulesReviews;
+  /** Absent when `revocations` is not configured: nothing is revoked. */
+  readonly revocations?: RevocationList;
 }
 
 export interface CanIQuery {
@@ -55,6 +59,8 @@ export interface CanIList {
   readonly cluster: string;
   readonly namespace: string;
   readonly installation: { readonly uid: string; readonly name: string; readonly pluginName: string };
+  /** The deny-list entry that stops every PluginToken request of this user through this installation, or null. */
+  readonly revoked: { readonly name: string; readonly scope: RevocationScope } | null;
   /** OpenFGA can_view(user, cluster): false means no PluginToken request of this user gets through at all. */
   readonly canView: boolean;
   readonly user: Side;
@@ -66,7 +72,7 @@ export interface CanIList {
   readonly incomplete: boolean;
 }
 
-export type CanIGate = "path" | "can_view" | "user" | "plugin";
+export type CanIGate = "revocation" | "path" | "can_view" | "user" | "plugin";
 
 export interface CanIAnswer {
   /** "unknown": refused by rules a review marked incomplete, which may not list everything. */
@@ -111,6 +117,9 @@ export function createCanI(ports: CanIPorts): CanI {
     const installation =
       ports.installations.byUid(query.cluster, query.installation) ?? ports.installations.byName?.(query.cluster, query.installation);
     if (installation === undefined) throw new CanIError(404, `no installation ${query.installation} on cluster ${query.cluster}`);
+    // Unsynced, the deny-list throws: a 503, as for a request.
+    const entry = ports.revocations?.revoked(pinnedSubject(installation, query.user));
+    const revoked = entry === undefined ? null : { name: entry.name, scope: entry.target.scope };
 
     const side = async (sa: ServiceAccountRef, ownerUid?: string): Promise<Side> => {
       const name = `${sa.namespace}/${sa.name}`;
@@ -129,11 +138,12 @@ export function createCanI(ports: CanIPorts): CanI {
       cluster: query.cluster,
       namespace: query.namespace,
       installation: { uid: installation.uid, name: installation.name, pluginName: installation.pluginName },
+      revoked,
       canView: viewable,
       user,
       plugin,
-      rows: viewable ? ruleRows(both, query.namespace) : [],
-      nonResource: viewable ? urlRows(both) : [],
+      rows: viewable && revoked === null ? ruleRows(both, query.namespace) : [],
+      nonResource: viewable && revoked === null ? urlRows(both) : [],
       incomplete: both.incomplete,
     };
   };
@@ -147,8 +157,9 @@ export function createCanI(ports: CanIPorts): CanI {
 }
 
 /** The answer to one request from a listing: the gates in the order a request meets them. Pure. */
-export function decide(listed: Pick<CanIList, "canView" | "user" | "plugin">, request: RuleRequest): CanIAnswer {
+export function decide(listed: Pick<CanIList, "revoked" | "canView" | "user" | "plugin">, request: RuleRequest): CanIAnswer {
   const gates = [
+    { gate: "revocation" as const, allowed: listed.revoked === null, incomplete: false },
     { gate: "path" as const, allowed: rulesAllow(GATEWAY_RULES, request), incomplete: false },
     { gate: "can_view" as const, allowed: listed.canView, incomplete: false },
     { gate: "user" as const, allowed: rulesAllow(listed.user.rules, request), incomplete: listed.user.rules.incomplete },

@@ -3,7 +3,9 @@ import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { DependencyUnavailable } from "../../src/authz/errors.ts";
 import { createAdminServer } from "../../src/server/admin.ts";
-import { type CanI, type CanIList, decide, ruleRows } from "../../src/server/can-i.ts";
+import { type CanI, type CanIList, createCanI, decide, ruleRows } from "../../src/server/can-i.ts";
+import type { Installation } from "../../src/authz/ports.ts";
+import type { RevocationList } from "../../src/authz/revocations.ts";
 import type { RuleRequest, RuleSet } from "../../src/kube/rules-intersection.ts";
 
 const set = (resourceRules: RuleSet["resourceRules"], nonResourceRules: RuleSet["nonResourceRules"] = [], incomplete = false): RuleSet => ({ resourceRules, nonResourceRules, incomplete });
@@ -14,19 +16,57 @@ const none = set([]);
 
 describe("decide: the first gate that refuses", () => {
   // prettier-ignore
-  const cases: Array<[string, boolean, RuleSet, RuleSet, RuleRequest, boolean | "unknown", string | undefined]> = [
-    ["all allow", true, secrets, secrets, getSecret, true, undefined],
-    ["can_view first", false, none, none, getSecret, false, "can_view"],
-    ["then the user", true, none, secrets, getSecret, false, "user"],
-    ["then the plugin", true, secrets, none, getSecret, false, "plugin"],
-    ["an incomplete refusal is unknown", true, secrets, set([], [], true), getSecret, "unknown", "plugin"],
-    ["a path the gateway does not forward", true, set([], [{ verbs: ["*"], nonResourceURLs: ["*"] }]), set([], [{ verbs: ["*"], nonResourceURLs: ["*"] }]), { kind: "non-resource", verb: "get", path: "/healthz" }, false, "path"],
-    ["a path it forwards", true, set([], [{ verbs: ["*"], nonResourceURLs: ["*"] }]), set([], [{ verbs: ["get"], nonResourceURLs: ["/version"] }]), { kind: "non-resource", verb: "get", path: "/version" }, true, undefined],
+  const cases: Array<[string, CanIList["revoked"], boolean, RuleSet, RuleSet, RuleRequest, boolean | "unknown", string | undefined]> = [
+    ["all allow", null, true, secrets, secrets, getSecret, true, undefined],
+    ["a revocation before everything", { name: "stop-cert-manager", scope: "plugin" }, true, secrets, secrets, getSecret, false, "revocation"],
+    ["can_view first", null, false, none, none, getSecret, false, "can_view"],
+    ["then the user", null, true, none, secrets, getSecret, false, "user"],
+    ["then the plugin", null, true, secrets, none, getSecret, false, "plugin"],
+    ["an incomplete refusal is unknown", null, true, secrets, set([], [], true), getSecret, "unknown", "plugin"],
+    ["a path the gateway does not forward", null, true, set([], [{ verbs: ["*"], nonResourceURLs: ["*"] }]), set([], [{ verbs: ["*"], nonResourceURLs: ["*"] }]), { kind: "non-resource", verb: "get", path: "/healthz" }, false, "path"],
+    ["a path it forwards", null, true, set([], [{ verbs: ["*"], nonResourceURLs: ["*"] }]), set([], [{ verbs: ["get"], nonResourceURLs: ["/version"] }]), { kind: "non-resource", verb: "get", path: "/version" }, true, undefined],
   ];
-  it.each(cases)("%s", (_name, canView, user, plugin, request, allowed, decidedBy) => {
-    const answer = decide({ canView, user: side(user), plugin: side(plugin) }, request);
+  it.each(cases)("%s", (_name, revoked, canView, user, plugin, request, allowed, decidedBy) => {
+    const answer = decide({ revoked, canView, user: side(user), plugin: side(plugin) }, request);
     expect(answer.allowed).toBe(allowed);
     expect(answer.decidedBy).toBe(decidedBy);
+  });
+});
+
+describe("list: the deny-list, asked of the installation as pinned now", () => {
+  const CLUSTER = "0e6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
+  const USER = "6c1d4d3f-8a4b-4e9f-8b62-3e0a1d2f9b02";
+  const installation: Installation = { uid: "1b2c3d4e-0000-4000-8000-000000000001", name: "cert-manager", pluginName: "cert-manager", pluginVersion: "1.4.0", definitionHash: "", phase: "Running", terminating: false, organizationId: "" };
+  const canIWith = (revocations: RevocationList) =>
+    createCanI({
+      clusters: { has: (id) => id === CLUSTER },
+      canView: { canView: async () => true },
+      serviceAccountTokens: { token: async () => "sa-token" as never },
+      installations: { byUid: (_c, uid) => (uid === installation.uid ? installation : undefined) },
+      rulesReviews: { rules: async () => ({ ...secrets, evaluationError: "" }) },
+      revocations,
+    });
+  const query = { user: USER, installation: installation.uid, cluster: CLUSTER, namespace: "team-a" };
+
+  it("not revoked: the rows of user ∩ plugin", async () => {
+    const listed = await canIWith({ revoked: () => undefined }).list(query);
+    expect(listed.revoked).toBeNull();
+    expect(listed.rows).toEqual([{ apiGroup: "", resource: "secrets", verbs: ["get"], resourceNames: [], namespace: "team-a" }]);
+  });
+
+  it("revoked for the plugin: named, no rows, and every request refused by the revocation gate", async () => {
+    const asked: unknown[] = [];
+    const canI = canIWith({ revoked: (subject) => (asked.push(subject), { name: "stop-cert-manager", target: { scope: "plugin", pluginName: "cert-manager" } }) });
+    const answer = await canI.ask(query, getSecret);
+    expect(asked).toEqual([{ installationId: installation.uid, pluginName: "cert-manager", pluginVersion: "1.4.0", definitionHash: "", userId: USER }]);
+    expect(answer.list.revoked).toEqual({ name: "stop-cert-manager", scope: "plugin" });
+    expect(answer.list.rows).toEqual([]);
+    expect(answer).toMatchObject({ allowed: false, decidedBy: "revocation" });
+  });
+
+  it("a deny-list not synced is no answer (the admin port's 503)", async () => {
+    const unsynced = canIWith({ revoked: () => { throw new DependencyUnavailable("revocations", "not synced"); } });
+    await expect(unsynced.list(query)).rejects.toBeInstanceOf(DependencyUnavailable);
   });
 });
 
