@@ -30,6 +30,14 @@ describe("unusableInstallation", () => {
     { name: "placeholder hash", inst: installation({ definitionHash: "sha256:unknown" }), allowUnpinned: false, reason: "installation-unavailable" },
     { name: "malformed hash", inst: installation({ definitionHash: "sha256:XYZ" }), allowUnpinned: false, reason: "installation-unavailable" },
     { name: "empty hash with allowUnpinned", inst: installation({ definitionHash: "" }), allowUnpinned: true, reason: undefined },
+    { name: "placeholder hash with allowUnpinned", inst: installation({ definitionHash: "sha256:unknown" }), allowUnpinned: true, reason: undefined },
+    // FUN-19 §4's switch admits the unpinned forms only ("empty or the sha256:unknown placeholder"), not any shape.
+    ...["md5:abc", "sha256:XYZ", `sha256:${"AB".repeat(32)}`, "garbage", "sha256:"].map((definitionHash) => ({
+      name: `malformed hash ${JSON.stringify(definitionHash)} even with allowUnpinned`,
+      inst: installation({ definitionHash }),
+      allowUnpinned: true,
+      reason: "installation-unavailable",
+    })),
     { name: "terminating even with allowUnpinned", inst: installation({ definitionHash: "", terminating: true }), allowUnpinned: true, reason: "installation-unavailable" },
   ])("$name → $reason", ({ inst, allowUnpinned, reason }) => {
     expect(unusableInstallation(inst, claims, allowUnpinned)?.reason).toBe(reason);

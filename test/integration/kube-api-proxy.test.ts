@@ -182,6 +182,23 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     ]);
   });
 
+  it("a PluginToken request whose cluster id cannot be read is a 400 and still audited; without a token, no line", async () => {
+    const res = await check("/clusters/NOT-A-UUID/api/v1/namespaces/team-a/pods", { ...(await bearer(pluginToken())), "x-request-id": "req-malformed-cluster" });
+    expect(res).toMatchObject({ allowed: false, http: 400, reason: "bad-request" });
+    expect(await check("/clusters/NOT-A-UUID/api", { "x-request-id": "req-malformed-no-token" })).toMatchObject({ allowed: false, http: 400, reason: "bad-request" });
+    await new Promise((r) => setTimeout(r, 50));
+    const lines = server.logs.filter((l) => l["audit"] === "plugin_request" && String(l["request_id"]).startsWith("req-malformed-"));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      request_id: "req-malformed-cluster",
+      user: ids.user,
+      cluster_id: ids.cluster,
+      definition_hash: `sha256:${"ab".repeat(32)}`,
+      pinned_definition_hash: `sha256:${"ab".repeat(32)}`,
+      decision: "denied:bad-request",
+    });
+  });
+
   // A denial before the remote gates still writes every field: what was asked, and the pin at request time.
   it.each([
     { name: "a query Go would not read", path: `${base}/api/v1/namespaces/team-a/pods/web?timeout=5x`, setup: () => {}, reason: "bad-request" },

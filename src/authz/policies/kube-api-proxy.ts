@@ -88,7 +88,7 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
     async decide(request, deadline) {
       const target = parseGatewayPath(request.path);
       trace("gateway-path", target.kind);
-      if (target.kind === "malformed") return deny("bad-request", target.detail);
+      if (target.kind === "malformed") return malformedGatewayPath(request, target.detail, deps);
       const kube = readKubeRequest(request, target.rest);
       const identity = await identify(request.headers, relaysPages(kube.asked) ? ACCEPTED_ON_PROXY : ACCEPTED, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
@@ -99,6 +99,30 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
         : auditedPluginRequest(request, target.clusterId, kube, claims, deps, deadline);
     },
   };
+}
+
+/**
+ * A gateway path whose cluster id cannot be read is a 400 whoever asks; a PluginToken request is still
+ * audited, as on every outcome (DESIGN.md "Audit line"). The token is read only for that line.
+ */
+async function malformedGatewayPath(request: HttpRequest, detail: string, deps: KubeApiProxyDeps): Promise<Decision> {
+  const denial = deny("bad-request", detail);
+  let claims: PluginClaims | undefined;
+  try {
+    const identity = await identify(request.headers, ACCEPTED, deps.tokens, deps.cookieOrigins);
+    if (identity.kind !== "deny" && identity.claims.type === "plugin") claims = identity.claims;
+  } catch {
+    // Not knowing who asked does not change the answer.
+  }
+  if (claims === undefined) return denial;
+  let pinnedDefinitionHash = "";
+  try {
+    if (deps.clusters.has(claims.clusterId)) pinnedDefinitionHash = deps.installations.byUid(claims.clusterId, claims.installationId)?.definitionHash ?? "";
+  } catch {
+    // Unsynced: the pin is unknown ("").
+  }
+  deps.audit.pluginRequest(auditLine(request, claims, { info: undefined, pinnedDefinitionHash }, decisionLabel(denial)));
+  return denial;
 }
 
 /** UserToken: can_view, then forward with the user's own per-user ServiceAccount token. */
