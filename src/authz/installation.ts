@@ -6,7 +6,7 @@ import { type Deny, deny } from "./decision.ts";
 import type { Installation } from "./ports.ts";
 import { pinnedSubject, type RevocationList, revokedDenial } from "./revocations.ts";
 import { trace } from "./trace.ts";
-import { isPinnedHash, UNPINNED_PLACEHOLDER } from "../tokens/claim-formats.ts";
+import { isDefinitionHash, isPinnedHash } from "../tokens/claim-formats.ts";
 import type { PluginClaims } from "../tokens/fundament.ts";
 
 export function unusableInstallation(
@@ -23,7 +23,7 @@ export function unusableInstallation(
   // Fail closed (FUN-19 §4): an unpinned install ("empty or the sha256:unknown placeholder") is only
   // usable behind the explicit local-dev switch; a hash of any other shape pins nothing and never is.
   const hash = installation.definitionHash;
-  if (!isPinnedHash(hash) && !(allowUnpinned && (hash === "" || hash === UNPINNED_PLACEHOLDER))) {
+  if (!isPinnedHash(hash) && !(allowUnpinned && isDefinitionHash(hash))) {
     return deny("installation-unavailable", "the plugin installation does not pin a definition");
   }
   return undefined;

@@ -71,11 +71,14 @@ const CERTIFICATES = "certificates.k8s.io";
 const ADMISSION = "admissionregistration.k8s.io";
 const RESOURCE = "resource.k8s.io";
 const WRITES: ReadonlySet<string> = new Set(["create", "update", "patch"]);
+/** The verbs any check below concerns. */
+const CHECKED_VERBS: ReadonlySet<string> = new Set([...WRITES, "delete", "deletecollection"]);
 export const UNSAFE_DELETE_OPTION = "ignoreStoreReadErrorWithClusterBreakingPotential";
 
 /** The reviews kube-apiserver runs for the requester beyond `info.verb` (none for a request it refuses before). */
 export function requesterChecks(info: RequestInfo, query: URLSearchParams, contentType: string | undefined): ResourceAttributes[] {
-  if (!info.isResourceRequest || info.parseError !== undefined) return [];
+  // Reads (nearly every request) are authorized at the filter only: answered before any string is built.
+  if (!info.isResourceRequest || info.parseError !== undefined || !CHECKED_VERBS.has(info.verb)) return [];
   const checks: ResourceAttributes[] = [];
   const creates = mayCreate(info, contentType);
   if (creates) checks.push(attributes(info, { verb: "create" }));

@@ -55,6 +55,7 @@ export class TokenRequests implements ServiceAccountTokens {
         const cluster = clusters.get(context.clusterId);
         if (cluster === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "cluster not configured");
         const requested = now();
+        // Undefined: the ServiceAccount does not exist (404).
         let response;
         try {
           response = await withDeadline(TOKEN_REQUEST_DEPENDENCY, options.timeoutMs, (signal) =>
@@ -73,15 +74,15 @@ export class TokenRequests implements ServiceAccountTokens {
             { "portcullis.cluster_id": context.clusterId, "kube.namespace": context.namespace, "kube.serviceaccount": context.name },
           );
         } catch (err) {
-          if (httpStatusOf(err) === 404 && clusters.get(context.clusterId) === cluster) {
-            entry.ttl = MISSING_TTL_MS;
-            return MISSING;
-          }
-          throw err;
+          if (httpStatusOf(err) !== 404) throw err;
         }
         // Asked of a server the cluster no longer is (re-pointed or removed meanwhile): never cached.
         // forgetCluster() cannot drop an entry whose fetch is in flight (lru-cache's keys() skips it).
         if (clusters.get(context.clusterId) !== cluster) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "cluster replaced or removed while asking");
+        if (response === undefined) {
+          entry.ttl = MISSING_TTL_MS;
+          return MISSING;
+        }
         const token = response.status?.token;
         const expires = response.status?.expirationTimestamp;
         if (typeof token !== "string" || token === "" || expires === undefined) {

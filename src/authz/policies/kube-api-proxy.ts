@@ -14,6 +14,7 @@ import type { Policy } from "../policy.ts";
 import type {
   AccessAttributes,
   ClusterViewCheck,
+  Installation,
   InstallationLookup,
   KnownClusters,
   ServiceAccountTokens,
@@ -117,12 +118,17 @@ async function malformedGatewayPath(request: HttpRequest, detail: string, deps: 
   if (claims === undefined) return denial;
   let pinnedDefinitionHash = "";
   try {
-    if (deps.clusters.has(claims.clusterId)) pinnedDefinitionHash = deps.installations.byUid(claims.clusterId, claims.installationId)?.definitionHash ?? "";
+    pinnedDefinitionHash = tokenInstallation(claims, deps)?.definitionHash ?? "";
   } catch {
     // Unsynced: the pin is unknown ("").
   }
   deps.audit.pluginRequest(auditLine(request, claims, { info: undefined, pinnedDefinitionHash }, decisionLabel(denial)));
   return denial;
+}
+
+/** The installation the PluginToken names, from the index of the cluster it is bound to. Throws while that index is not synced. */
+function tokenInstallation(claims: PluginClaims, deps: KubeApiProxyDeps): Installation | undefined {
+  return deps.clusters.has(claims.clusterId) ? deps.installations.byUid(claims.clusterId, claims.installationId) : undefined;
 }
 
 /** UserToken: can_view, then forward with the user's own per-user ServiceAccount token. */
@@ -204,7 +210,7 @@ async function pluginRequest(
   // every audit line carries its pin at request time, an early denial's too. Unsynced, it throws
   // into the started result, read only at gate 6.
   const installation = start(async () => {
-    const found = deps.clusters.has(claims.clusterId) ? deps.installations.byUid(claims.clusterId, claims.installationId) : undefined;
+    const found = tokenInstallation(claims, deps);
     trail.pinnedDefinitionHash = found?.definitionHash ?? "";
     return found;
   });

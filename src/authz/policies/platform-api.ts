@@ -10,10 +10,10 @@
  *    cannot mint another;
  *  - on allow the credential goes on unchanged (the services still validate it themselves: defence
  *    in depth) and portcullis adds the identity it verified. Client-sent x-fundament-* never reach them.
- *    A Bearer the client spelled other than `Bearer <token>` goes on in that spelling: Fundament's
- *    services (common/auth/auth.go) take Authorization only when it starts with exactly "Bearer " and
- *    otherwise fall back to the fundament_auth cookie, which portcullis did not read — a PluginToken
- *    there would pass the wall behind `authorization: bearer <a UserToken>`.
+ *    A Bearer the client spelled otherwise (`bearer`, extra blanks) goes on as `Bearer <token>`:
+ *    Fundament's services (common/auth/auth.go) take Authorization only when it starts with exactly
+ *    "Bearer " and otherwise fall back to the fundament_auth cookie, which portcullis did not read — a
+ *    PluginToken there would pass the wall behind `authorization: bearer <a UserToken>`.
  */
 import type { AuditSink } from "../../audit/plugin-request.ts";
 import { allow, deny, type Decision } from "../decision.ts";
