@@ -45,7 +45,7 @@ import { UPSTREAM_HEADERS } from "../authz/policies/plugin-proxy.ts";
 import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../authz/kube-api-upstream.ts";
 import type { Config } from "../config/schema.ts";
 import { EXT_AUTHZ_MARGIN_MS, type EnvoyConfig } from "../config/envoy-schema.ts";
-import type { PlatformService } from "../config/platform-schema.ts";
+import { buildRouteTable, type CorsPolicy, type PathMatch, type TableHost, type TableRoute } from "../authz/route-table.ts";
 
 const T = "type.googleapis.com/";
 const FILTER = {
@@ -87,19 +87,6 @@ function kubeApiStreams(): Record<string, unknown> {
 /** `/clusters/{id}/`, stripped by the registered clusters' route as `prefix_rewrite` does on the static ones. */
 const REGISTERED_PREFIX = "/clusters/[^/]+/";
 
-/** The methods the Kubernetes and plugin data paths use from a browser (FUN-17 §7). */
-const CORS_METHODS = "GET, POST, PUT, PATCH, DELETE";
-/**
- * Authorization carries the PluginToken; kubectl-style clients also send content-type (JSON, merge,
- * strategic-merge and apply patches are not CORS-safelisted), accept and x-request-id.
- */
-const CORS_HEADERS = "authorization, content-type, accept, x-request-id";
-/** Denials are readable by plugin code: why, and when to retry. */
-const CORS_EXPOSE = "www-authenticate, retry-after, x-portcullis-reason";
-/** Connect clients (the Console) call with GET (idempotent RPCs) and POST, and send Connect's own headers. */
-const PLATFORM_CORS_METHODS = "GET, POST";
-const PLATFORM_CORS_HEADERS = "authorization, content-type, connect-protocol-version, connect-timeout-ms, x-user-agent, x-request-id";
-
 /** The exact Content-Security-Policy of FUN-17 §7, with this deployment's origins. */
 export function pluginCsp(origins: EnvoyConfig["origins"]): string {
   const proxies = `${origins.kubeApiProxy} ${origins.pluginProxy}`;
@@ -127,9 +114,7 @@ export class MissingEnvoySection extends Error {
 export function envoyBootstrap(config: Config): Record<string, unknown> {
   const envoy = config.envoy;
   if (envoy === undefined) throw new MissingEnvoySection("the configuration has no envoy section");
-  const virtualHosts = [kubeApiProxyHost(envoy), pluginProxyHost(envoy)];
-  if (envoy.origins.konfidence !== undefined) virtualHosts.push(konfidenceHost(envoy.origins.konfidence));
-  virtualHosts.push(...platformHosts(envoy, config.platform.services));
+  const virtualHosts = buildRouteTable({ envoy, platform: config.platform }).hosts.map((h) => virtualHost(envoy, h));
 
   const clusters = [
     portcullisCluster(envoy, config),
@@ -249,38 +234,80 @@ function extAuthzFilter(config: Config): Record<string, unknown> {
   };
 }
 
-/** `service` names a platform service for the platform-api and public policies. */
-function perRouteAuthz(policy: PolicyName, service?: string): Record<string, unknown> {
+/**
+ * One virtual host of the route table (src/authz/route-table.ts): its CORS policy and, per table
+ * route, the Envoy routes that serve it. Every Envoy route built for a table route matches only
+ * paths that route matches and names its policy and service, so Envoy and the checker's request
+ * mode choose the same policy (test/authz/route-table.envoy-oracle.test.ts).
+ */
+function virtualHost(envoy: EnvoyConfig, host: TableHost): Record<string, unknown> {
   return {
-    [FILTER.extAuthz]: {
-      "@type": `${T}envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute`,
-      check_settings: { context_extensions: service === undefined ? { policy } : { policy, service } },
-    },
+    name: host.name,
+    domains: [host.host],
+    ...(host.cors === undefined ? {} : { typed_per_filter_config: corsFor(host.cors) }),
+    routes: host.routes.flatMap((r) => envoyRoutes(envoy, r)),
   };
 }
 
-/** Plugin pages call kube-api-proxy and plugin-proxy from their own origin; the token rides in Authorization, cookies never cross origins (FUN-17 §7). */
-function corsPolicy(envoy: EnvoyConfig): Record<string, unknown> {
-  return corsFor({ origin: envoy.origins.pluginProxy, methods: CORS_METHODS, headers: CORS_HEADERS, credentials: false });
+function envoyRoutes(envoy: EnvoyConfig, r: TableRoute): Record<string, unknown>[] {
+  switch (r.upstream.kind) {
+    case "kube-api":
+      return kubeApiRoutes(envoy, r);
+    case "plugin-services":
+      return pluginProxyRoutes(envoy, r);
+    case "plugin-assets":
+      return [pluginAssetsRoute(envoy, r)];
+    case "konfidence":
+      return [{ name: r.name, match: envoyMatch(r.match), route: { cluster: ENVOY_CLUSTERS.konfidence }, typed_per_filter_config: perRouteAuthz(r) }];
+    case "platform":
+      return [{ name: r.name, match: envoyMatch(r.match), route: { cluster: ENVOY_CLUSTERS.platform(r.upstream.service) }, typed_per_filter_config: perRouteAuthz(r) }];
+    case "none":
+      return [fallback(r.name, r)];
+  }
+}
+
+/** `service` names a platform service for the platform-api and public policies. */
+function perRouteAuthz(r: Pick<TableRoute, "policy" | "service">): Record<string, unknown> {
+  if (r.policy === undefined) {
+    return { [FILTER.extAuthz]: { "@type": `${T}envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute`, disabled: true } };
+  }
+  return {
+    [FILTER.extAuthz]: {
+      "@type": `${T}envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute`,
+      check_settings: { context_extensions: r.service === undefined ? { policy: r.policy } : { policy: r.policy, service: r.service } },
+    },
+  };
 }
 
 /**
  * One origin admitted; a preflight from any other origin is answered by Envoy, without CORS headers,
  * and never reaches portcullis.
  */
-function corsFor(allowed: { origin: string; methods: string; headers: string; credentials: boolean }): Record<string, unknown> {
+function corsFor(cors: CorsPolicy): Record<string, unknown> {
   return {
     [FILTER.cors]: {
       "@type": `${T}envoy.extensions.filters.http.cors.v3.CorsPolicy`,
-      allow_origin_string_match: [{ exact: allowed.origin }],
-      allow_methods: allowed.methods,
-      allow_headers: allowed.headers,
-      expose_headers: CORS_EXPOSE,
-      max_age: "600",
-      allow_credentials: allowed.credentials,
+      allow_origin_string_match: [{ exact: cors.allowOrigin }],
+      allow_methods: cors.allowMethods,
+      allow_headers: cors.allowHeaders,
+      expose_headers: cors.exposeHeaders,
+      max_age: String(cors.maxAgeSeconds),
+      allow_credentials: cors.allowCredentials,
       forward_not_matching_preflights: false,
     },
   };
+}
+
+/** As the table reads it: `prefix` and `path_separated_prefix` for prefixes, `path` for exact paths. */
+function envoyMatch(m: PathMatch): Record<string, unknown> {
+  switch (m.kind) {
+    case "exact":
+      return { path: m.path };
+    case "prefix":
+      return { prefix: m.prefix };
+    case "segment-prefix":
+      return { path_separated_prefix: m.prefix };
+  }
 }
 
 /**
@@ -292,12 +319,12 @@ function corsFor(allowed: { origin: string; methods: string; headers: string; cr
  * routes again, so the upstream is always the URL's cluster. A request without it (denied, or no
  * check yet) falls through to the 404.
  */
-function kubeApiProxyHost(envoy: EnvoyConfig): Record<string, unknown> {
-  const routes: unknown[] = envoy.clusters.map((c) => ({
+function kubeApiRoutes(envoy: EnvoyConfig, r: TableRoute): Record<string, unknown>[] {
+  const routes: Record<string, unknown>[] = envoy.clusters.map((c) => ({
     name: `kube-api-${c.id}`,
     match: { prefix: `/clusters/${c.id}/` },
     route: { cluster: ENVOY_CLUSTERS.kubeApi(c.id), prefix_rewrite: "/", ...kubeApiStreams() },
-    typed_per_filter_config: perRouteAuthz("kube-api-proxy"),
+    typed_per_filter_config: perRouteAuthz(r),
   }));
   routes.push({
     name: "kube-api-registered",
@@ -305,28 +332,27 @@ function kubeApiProxyHost(envoy: EnvoyConfig): Record<string, unknown> {
     route: { cluster_header: KUBE_API_CLUSTER_HEADER, regex_rewrite: { pattern: { regex: `^${REGISTERED_PREFIX}` }, substitution: "/" }, ...kubeApiStreams() },
     // Read when the route is chosen; the API server has no use for it.
     request_headers_to_remove: [KUBE_API_CLUSTER_HEADER],
-    typed_per_filter_config: perRouteAuthz("kube-api-proxy"),
+    typed_per_filter_config: perRouteAuthz(r),
   });
   // Any other cluster id: portcullis still answers (401 before 404, FUN-12); Envoy has nowhere to send it.
-  routes.push(fallback("kube-api-unknown-cluster", "/clusters/", "kube-api-proxy"));
-  return {
-    name: "kube-api-proxy",
-    domains: [hostOf(envoy.origins.kubeApiProxy)],
-    typed_per_filter_config: corsPolicy(envoy),
-    routes,
-  };
+  routes.push(fallback("kube-api-unknown-cluster", r));
+  return routes;
 }
 
-function pluginProxyHost(envoy: EnvoyConfig): Record<string, unknown> {
-  const routes: unknown[] = [];
+function pluginProxyRoutes(envoy: EnvoyConfig, r: TableRoute): Record<string, unknown>[] {
+  const routes: Record<string, unknown>[] = [];
   for (const c of envoy.clusters) {
-    routes.push(pluginRoute(c.id, "runtime", c.serviceDomain, envoy.plugins.runtimePort));
-    routes.push(pluginRoute(c.id, "controller", c.serviceDomain, envoy.plugins.controllerPort));
+    routes.push(pluginRoute(r, c.id, "runtime", c.serviceDomain, envoy.plugins.runtimePort));
+    routes.push(pluginRoute(r, c.id, "controller", c.serviceDomain, envoy.plugins.controllerPort));
   }
-  routes.push(fallback("plugin-proxy-unrouted", "/installations/", "plugin-proxy"));
-  routes.push({
-    name: "plugin-assets",
-    match: { prefix: "/plugins/" },
+  routes.push(fallback("plugin-proxy-unrouted", r));
+  return routes;
+}
+
+function pluginAssetsRoute(envoy: EnvoyConfig, r: TableRoute): Record<string, unknown> {
+  return {
+    name: r.name,
+    match: envoyMatch(r.match),
     route: { cluster: ENVOY_CLUSTERS.assets },
     // Set here, outside the plugin's HTML, so plugin authors cannot weaken it (FUN-17 §7).
     response_headers_to_add: [
@@ -335,18 +361,12 @@ function pluginProxyHost(envoy: EnvoyConfig): Record<string, unknown> {
       overwrite("cache-control", "public, max-age=31536000, immutable"),
       overwrite("x-content-type-options", "nosniff"),
     ],
-    typed_per_filter_config: perRouteAuthz("plugin-assets"),
-  });
-  return {
-    name: "plugin-proxy",
-    domains: [hostOf(envoy.origins.pluginProxy)],
-    typed_per_filter_config: corsPolicy(envoy),
-    routes,
+    typed_per_filter_config: perRouteAuthz(r),
   };
 }
 
 /** `/installations/{id}/{runtime|controller}/…` on one cluster, once portcullis has set the routing headers. */
-function pluginRoute(clusterId: string, upstream: "runtime" | "controller", serviceDomain: string, port: number): Record<string, unknown> {
+function pluginRoute(r: TableRoute, clusterId: string, upstream: "runtime" | "controller", serviceDomain: string, port: number): Record<string, unknown> {
   const host = `%REQ(${UPSTREAM_HEADERS.service})%.%REQ(${UPSTREAM_HEADERS.namespace})%.${serviceDomain}:${port}`;
   return {
     name: `plugin-${upstream}-${clusterId}`,
@@ -363,7 +383,7 @@ function pluginRoute(clusterId: string, upstream: "runtime" | "controller", serv
     },
     request_headers_to_remove: [PLUGIN_HOST_HEADER],
     typed_per_filter_config: {
-      ...perRouteAuthz("plugin-proxy"),
+      ...perRouteAuthz(r),
       [FILTER.headerMutation]: {
         "@type": `${T}envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute`,
         mutations: { request_mutations: [{ append: overwrite(PLUGIN_HOST_HEADER, host) }] },
@@ -376,70 +396,16 @@ function pluginRoute(clusterId: string, upstream: "runtime" | "controller", serv
   };
 }
 
-function konfidenceHost(origin: string): Record<string, unknown> {
-  return {
-    name: "konfidence-api",
-    domains: [hostOf(origin)],
-    routes: [
-      {
-        name: "konfidence-api",
-        match: { prefix: "/api/v1/" },
-        route: { cluster: ENVOY_CLUSTERS.konfidence },
-        typed_per_filter_config: perRouteAuthz("konfidence-api"),
-      },
-    ],
-  };
-}
-
-/** One virtual host per distinct origin of the platform services (see the file comment). */
-function platformHosts(envoy: EnvoyConfig, services: readonly PlatformService[]): Record<string, unknown>[] {
-  const byName = new Map(services.map((s) => [s.name, s]));
-  const hosts = new Map<string, PlatformService[]>();
-  for (const entry of envoy.platform) {
-    const host = hostOf(entry.origin);
-    hosts.set(host, [...(hosts.get(host) ?? []), byName.get(entry.name)!]);
-  }
-  return [...hosts].map(([host, served]) => ({
-    name: `platform-${host}`,
-    domains: [host],
-    typed_per_filter_config: platformCorsPolicy(envoy),
-    routes: [
-      // Exact public paths first: they are under the service's prefixes, which would match them too.
-      ...served.flatMap((s) => s.public.map((path) => platformRoute(s.name, `${s.name} public ${path}`, { path }, "public"))),
-      ...served.flatMap((s) => s.routes.map((prefix) => platformRoute(s.name, `${s.name} ${prefix}`, prefixMatch(prefix), "platform-api"))),
-      {
-        name: `platform-${host}-unrouted`,
-        match: { prefix: "/" },
-        direct_response: { status: 404, body: { inline_string: '{"error":{"code":"not-found","message":"no route"}}' } },
-        typed_per_filter_config: {
-          [FILTER.extAuthz]: { "@type": `${T}envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute`, disabled: true },
-        },
-      },
-    ],
-  }));
-}
-
-function platformRoute(service: string, name: string, match: Record<string, unknown>, policy: "public" | "platform-api"): Record<string, unknown> {
-  return { name, match, route: { cluster: ENVOY_CLUSTERS.platform(service) }, typed_per_filter_config: perRouteAuthz(policy, service) };
-}
-
-/** As platform.services[].routes reads (routeCovers): `.`/`/`-terminated is a plain prefix, anything else a whole path segment. */
-function prefixMatch(prefix: string): Record<string, unknown> {
-  return prefix.endsWith("/") || prefix.endsWith(".") ? { prefix } : { path_separated_prefix: prefix };
-}
-
-/** The Console calls the platform's APIs with its session cookie; no other origin is admitted. */
-function platformCorsPolicy(envoy: EnvoyConfig): Record<string, unknown> {
-  return corsFor({ origin: envoy.origins.console, methods: PLATFORM_CORS_METHODS, headers: PLATFORM_CORS_HEADERS, credentials: true });
-}
-
-/** Requests under `prefix` Envoy cannot route still get portcullis's answer first, then 404. */
-function fallback(name: string, prefix: string, policy: PolicyName): Record<string, unknown> {
+/**
+ * A 404 from Envoy for paths under `r` it has nowhere to send: after portcullis's answer where `r`
+ * names a policy (401 before 404, FUN-12), without a check where it names none (the platform catch-all).
+ */
+function fallback(name: string, r: TableRoute): Record<string, unknown> {
   return {
     name,
-    match: { prefix },
+    match: envoyMatch(r.match),
     direct_response: { status: 404, body: { inline_string: '{"error":{"code":"not-found","message":"no route"}}' } },
-    typed_per_filter_config: perRouteAuthz(policy),
+    typed_per_filter_config: perRouteAuthz(r),
   };
 }
 
