@@ -10,7 +10,10 @@
  * Each arrival, change and deletion is turned into a change of the fleet (RegistryView, pure):
  * added, changed (any data: a rotated token or certificate, another CA or server), removed (the
  * Secret deleted, its label taken off, or it became invalid). An invalid Secret is logged (never
- * its credential) and counted, and registers nothing.
+ * its credential) and counted, and registers nothing. A cluster id claimed by two or more valid
+ * Secrets is served by none of them (its checks answer 404 unknown-cluster, as for an id no Secret
+ * names) until all but one are gone, and the conflict is logged and counted: which Secret serves
+ * an id must not depend on the order a replica happened to list them in (issue 42).
  *
  * When the registry's own watch breaks, the clusters it registered are kept and served: removing
  * every cluster on a blip of the management cluster would answer 404 for the whole fleet. The
@@ -45,8 +48,7 @@ export type InvalidSecret =
   | "bad-token"
   | "bad-client-certificate"
   | "bad-tls-server-name"
-  | "static-cluster-id"
-  | "duplicate-cluster-id";
+  | "static-cluster-id";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Strict base64 (what the API server stores in `data`): Buffer.from would skip anything else silently. */
@@ -159,85 +161,161 @@ function isKeyPair(certPem: string, keyPem: string): boolean {
   }
 }
 
-/** A change of the fleet the registry asks for. */
+/** A cluster id claimed by more than one Secret: served by none of them until all but one are gone. */
+export interface ClusterIdConflict {
+  readonly clusterId: string;
+  /** The claiming Secrets (`namespace/name`), sorted. */
+  readonly secrets: readonly string[];
+}
+
+/** A change of the fleet the registry asks for, or of the conflicts it reports. */
 export type FleetChange =
   | { readonly event: "added" | "changed"; readonly secret: string; readonly cluster: ClusterCredentials }
   | { readonly event: "removed"; readonly secret: string; readonly clusterId: string }
-  | { readonly event: "invalid"; readonly secret: string; readonly problem: InvalidSecret; readonly clusterId?: string };
+  | { readonly event: "invalid"; readonly secret: string; readonly problem: InvalidSecret; readonly clusterId?: string }
+  /** The id became claimed by more than one Secret, or its claimants changed while it was. */
+  | ({ readonly event: "conflict" } & ClusterIdConflict)
+  /** The id is claimed by one Secret (then served by it) or none again; `secrets` names what claims it now. */
+  | ({ readonly event: "conflict-resolved" } & ClusterIdConflict);
 
-interface Registration {
-  readonly clusterId: string;
+/** A Secret's valid claim on a (non-static) cluster id. */
+interface Claim {
+  readonly cluster: ClusterCredentials;
   /** The Secret's data as last applied: any change of it rebuilds the cluster. */
-  readonly data: string;
+  readonly fingerprint: string;
 }
 
 /**
- * Which Secret registered which cluster, and what each event changes. Pure: no watch, no pool.
- * Secrets are named by `namespace/name`; one cluster id belongs to the first Secret that claimed
- * it, and never to a static cluster.
+ * Which Secret registers which cluster, and what each event changes. Pure: no watch, no pool.
+ * Secrets are named by `namespace/name`.
+ *
+ * Every valid claim is kept; the served clusters are a function of the claims alone — an id is
+ * served by the one Secret claiming it, by none while two or more do (a conflict), and never by a
+ * Secret when the id is static. So which Secret owns an id never depends on the order Secrets were
+ * listed or changed in, and every replica holding the same Secrets serves the same clusters: a
+ * Secret that shows up beside a registered cluster's takes it out of service everywhere (a denial
+ * of service, loud), and never over.
+ *
+ * A list (the first, and each fresh list after the watch broke) is applied as a whole when it
+ * ends: until then a cluster is only ever taken out (a claim it names conflicts, or its owner
+ * became invalid), never added or rebuilt — halfway through a list the claims are not all known,
+ * and the clusters registered before an outage stay served through it.
  */
 export class RegistryView {
-  readonly #bySecret = new Map<string, Registration>();
-  readonly #owners = new Map<string, string>();
+  readonly #claims = new Map<string, Claim>();
+  readonly #claimants = new Map<string, Set<string>>();
+  /** What the fleet was told: the Secret serving each id, and the data it was built from. */
+  readonly #served = new Map<string, { readonly secret: string; readonly fingerprint: string }>();
+  /** The conflicts reported, by id. */
+  readonly #conflicts = new Map<string, readonly string[]>();
   readonly #isStatic: (clusterId: string) => boolean;
-  /** Secrets seen since a fresh list began; undefined while no fresh list is under way. */
-  #relisted: Set<string> | undefined;
+  /** Secrets seen since a list began; undefined while no list is under way. The first list begins at once. */
+  #listed: Set<string> | undefined = new Set();
 
   constructor(isStatic: (clusterId: string) => boolean) {
     this.#isStatic = isStatic;
   }
 
+  /** The clusters served. */
   get size(): number {
-    return this.#bySecret.size;
+    return this.#served.size;
+  }
+
+  /** The ids claimed by more than one Secret now, by id. */
+  conflicts(): ClusterIdConflict[] {
+    return [...this.#conflicts].map(([clusterId, secrets]) => ({ clusterId, secrets })).sort((a, b) => (a.clusterId < b.clusterId ? -1 : 1));
   }
 
   /** A Secret arrived or changed. */
   put(secret: string, data: Readonly<Record<string, string>> | undefined): FleetChange[] {
-    this.#relisted?.add(secret);
+    this.#listed?.add(secret);
+    const previous = this.#unclaim(secret);
     const parsed = registeredClusterOf(data);
-    const previous = this.#bySecret.get(secret);
-    if ("invalid" in parsed) return [...this.#unregister(secret), { event: "invalid", secret, problem: parsed.invalid }];
-    const { cluster } = parsed;
-    const fingerprint = JSON.stringify(Object.entries(data ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    if (previous !== undefined && previous.clusterId === cluster.id) {
-      if (previous.data === fingerprint) return [];
-      this.#bySecret.set(secret, { clusterId: cluster.id, data: fingerprint });
-      return [{ event: "changed", secret, cluster }];
-    }
-    // A new Secret, or one that now names another cluster id: the old id goes first.
-    const removed = this.#unregister(secret);
-    if (this.#isStatic(cluster.id)) return [...removed, { event: "invalid", secret, problem: "static-cluster-id", clusterId: cluster.id }];
-    if (this.#owners.has(cluster.id)) return [...removed, { event: "invalid", secret, problem: "duplicate-cluster-id", clusterId: cluster.id }];
-    this.#bySecret.set(secret, { clusterId: cluster.id, data: fingerprint });
-    this.#owners.set(cluster.id, secret);
-    return [...removed, { event: "added", secret, cluster }];
+    let invalid: FleetChange | undefined;
+    if ("invalid" in parsed) invalid = { event: "invalid", secret, problem: parsed.invalid };
+    else if (this.#isStatic(parsed.cluster.id)) invalid = { event: "invalid", secret, problem: "static-cluster-id", clusterId: parsed.cluster.id };
+    else this.#claim(secret, { cluster: parsed.cluster, fingerprint: fingerprintOf(data ?? {}) });
+    // The id it claimed before first: a Secret that now names another id releases the old one.
+    const changes = this.#settle([previous?.cluster.id, "cluster" in parsed ? parsed.cluster.id : undefined]);
+    return invalid === undefined ? changes : [...changes, invalid];
   }
 
   /** A Secret was deleted (or lost its label). */
   remove(secret: string): FleetChange[] {
-    return this.#unregister(secret);
+    return this.#settle([this.#unclaim(secret)?.cluster.id]);
   }
 
-  /** A fresh list begins (after the watch broke): what it does not name is removed when it ends. */
+  /** A fresh list begins (after the watch broke): what it does not name is dropped when it ends. */
   beginRelist(): void {
-    this.#relisted = new Set();
+    this.#listed = new Set();
   }
 
-  /** The fresh list and its watch succeeded: the clusters whose Secrets it did not name are removed. */
+  /** The list and its watch succeeded: the claims of Secrets it did not name are dropped, and the whole view applied. */
   endRelist(): FleetChange[] {
-    const seen = this.#relisted;
-    this.#relisted = undefined;
-    if (seen === undefined) return [];
-    return [...this.#bySecret.keys()].filter((secret) => !seen.has(secret)).flatMap((secret) => this.#unregister(secret));
+    const listed = this.#listed;
+    if (listed === undefined) return [];
+    this.#listed = undefined;
+    for (const secret of [...this.#claims.keys()]) if (!listed.has(secret)) this.#unclaim(secret);
+    return this.#settle([...this.#served.keys(), ...this.#conflicts.keys(), ...this.#claimants.keys()]);
   }
 
-  #unregister(secret: string): FleetChange[] {
-    const previous = this.#bySecret.get(secret);
-    if (previous === undefined) return [];
-    this.#bySecret.delete(secret);
-    this.#owners.delete(previous.clusterId);
-    return [{ event: "removed", secret, clusterId: previous.clusterId }];
+  #claim(secret: string, claim: Claim): void {
+    this.#claims.set(secret, claim);
+    const claimants = this.#claimants.get(claim.cluster.id);
+    if (claimants === undefined) this.#claimants.set(claim.cluster.id, new Set([secret]));
+    else claimants.add(secret);
   }
+
+  #unclaim(secret: string): Claim | undefined {
+    const claim = this.#claims.get(secret);
+    if (claim === undefined) return undefined;
+    this.#claims.delete(secret);
+    const claimants = this.#claimants.get(claim.cluster.id)!;
+    claimants.delete(secret);
+    if (claimants.size === 0) this.#claimants.delete(claim.cluster.id);
+    return claim;
+  }
+
+  /** Brings the served clusters and the reported conflicts of `clusterIds` in line with the claims. */
+  #settle(clusterIds: ReadonlyArray<string | undefined>): FleetChange[] {
+    const changes: FleetChange[] = [];
+    for (const clusterId of new Set(clusterIds)) {
+      if (clusterId === undefined) continue;
+      const claimants = [...(this.#claimants.get(clusterId) ?? [])].sort();
+      changes.push(...this.#reportConflict(clusterId, claimants));
+      const owner = claimants.length === 1 ? claimants[0]! : undefined;
+      const served = this.#served.get(clusterId);
+      if (served !== undefined && served.secret !== owner) {
+        this.#served.delete(clusterId);
+        changes.push({ event: "removed", secret: served.secret, clusterId });
+      }
+      // Additions and rebuilds wait for the end of a list (see the class comment).
+      if (owner === undefined || this.#listed !== undefined) continue;
+      const claim = this.#claims.get(owner)!;
+      const current = this.#served.get(clusterId);
+      if (current?.fingerprint === claim.fingerprint) continue;
+      this.#served.set(clusterId, { secret: owner, fingerprint: claim.fingerprint });
+      changes.push({ event: current === undefined ? "added" : "changed", secret: owner, cluster: claim.cluster });
+    }
+    return changes;
+  }
+
+  #reportConflict(clusterId: string, claimants: readonly string[]): FleetChange[] {
+    const reported = this.#conflicts.get(clusterId);
+    if (claimants.length > 1) {
+      if (reported !== undefined && reported.join("\n") === claimants.join("\n")) return [];
+      this.#conflicts.set(clusterId, claimants);
+      return [{ event: "conflict", clusterId, secrets: claimants }];
+    }
+    if (reported === undefined) return [];
+    this.#conflicts.delete(clusterId);
+    return [{ event: "conflict-resolved", clusterId, secrets: claimants }];
+  }
+}
+
+/** A Secret's data in a form that is equal exactly when the data is. */
+function fingerprintOf(data: Readonly<Record<string, string>>): string {
+  return JSON.stringify(Object.entries(data).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 /** What the registry changes: the clusters, their watches and their caches (wired in src/server/cluster-fleet.ts). */
@@ -254,9 +332,11 @@ export interface ClusterFleet {
 /** Feeds the watched Secrets through the view into the fleet. */
 class RegistryStore implements IndexStore<V1Secret> {
   readonly #view: RegistryView;
-  readonly #apply: (changes: FleetChange[]) => void;
+  /** `initial`: the changes of the registry's first list (clusters that count for readiness like static ones). */
+  readonly #apply: (changes: FleetChange[], initial: boolean) => void;
+  #listedOnce = false;
 
-  constructor(view: RegistryView, apply: (changes: FleetChange[]) => void) {
+  constructor(view: RegistryView, apply: (changes: FleetChange[], initial: boolean) => void) {
     this.#view = view;
     this.#apply = apply;
   }
@@ -265,12 +345,16 @@ class RegistryStore implements IndexStore<V1Secret> {
     return this.#view.size;
   }
 
+  conflicts(): ClusterIdConflict[] {
+    return this.#view.conflicts();
+  }
+
   put(secret: V1Secret): void {
-    this.#apply(this.#view.put(secretName(secret), secret.data));
+    this.#apply(this.#view.put(secretName(secret), secret.data), false);
   }
 
   remove(secret: V1Secret): void {
-    this.#apply(this.#view.remove(secretName(secret)));
+    this.#apply(this.#view.remove(secretName(secret)), false);
   }
 
   /** Before a fresh list: the clusters stay registered (see the top of this file) until it ends. */
@@ -279,7 +363,8 @@ class RegistryStore implements IndexStore<V1Secret> {
   }
 
   synced(): void {
-    this.#apply(this.#view.endRelist());
+    this.#apply(this.#view.endRelist(), !this.#listedOnce);
+    this.#listedOnce = true;
   }
 }
 
@@ -301,7 +386,7 @@ export class ClusterRegistry {
   constructor(cluster: Cluster, fleet: ClusterFleet, options: ClusterRegistryOptions) {
     this.#cluster = cluster;
     this.#logger = options.logger;
-    this.#store = new RegistryStore(new RegistryView((id) => fleet.isStatic(id)), (changes) => this.#apply(fleet, changes));
+    this.#store = new RegistryStore(new RegistryView((id) => fleet.isStatic(id)), (changes, initial) => this.#apply(fleet, changes, initial));
     this.#watch = new WatchedIndex(cluster, clusterSecrets(options.namespace), this.#store, { index: "cluster registry", objects: "clusters" }, resolveWatchOptions(options));
   }
 
@@ -324,19 +409,31 @@ export class ClusterRegistry {
     return this.#watch.hasSynced;
   }
 
-  /** As readiness and metrics read an index: the registered clusters, and the watch's state. */
-  size(): { clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined } {
-    return { clusterId: this.#cluster.id, size: this.#store.size, synced: this.#watch.synced, hasSynced: this.#watch.hasSynced, lastSyncedAt: this.#watch.lastSyncedAt };
+  /** The cluster ids claimed by more than one Secret: served by none of them (metrics, /readyz?verbose). */
+  conflicts(): ClusterIdConflict[] {
+    return this.#store.conflicts();
   }
 
-  #apply(fleet: ClusterFleet, changes: FleetChange[]): void {
+  /** As readiness and metrics read an index: the registered clusters, the watch's state, and the conflicts. */
+  size(): { clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined; conflicts: ClusterIdConflict[] } {
+    return {
+      clusterId: this.#cluster.id,
+      size: this.#store.size,
+      synced: this.#watch.synced,
+      hasSynced: this.#watch.hasSynced,
+      lastSyncedAt: this.#watch.lastSyncedAt,
+      conflicts: this.#store.conflicts(),
+    };
+  }
+
+  #apply(fleet: ClusterFleet, changes: FleetChange[], initial: boolean): void {
     for (const change of changes) {
       // Never crash the watch over one cluster: a failure to build it is logged, counted as invalid, and the cluster left out.
       try {
         switch (change.event) {
           case "added":
           case "changed":
-            fleet.register(change.cluster, !this.#watch.hasSynced);
+            fleet.register(change.cluster, initial);
             this.#logger.info({ cluster_id: change.cluster.id, secret: change.secret, server: change.cluster.server }, `cluster ${change.event === "added" ? "registered" : "registration changed: clients rebuilt"}`);
             break;
           case "removed":
@@ -346,13 +443,22 @@ export class ClusterRegistry {
           case "invalid":
             this.#logger.error({ secret: change.secret, problem: change.problem, ...(change.clusterId === undefined ? {} : { cluster_id: change.clusterId }) }, "cluster Secret ignored: it registers no cluster");
             break;
+          case "conflict":
+            this.#logger.error(
+              { cluster_id: change.clusterId, secrets: change.secrets, problem: "cluster-id-conflict" },
+              "cluster id claimed by more than one cluster Secret: served by none of them until all but one are deleted",
+            );
+            break;
+          case "conflict-resolved":
+            this.#logger.warn({ cluster_id: change.clusterId, secrets: change.secrets }, "cluster id conflict resolved: claimed by one cluster Secret or none");
+            break;
           default:
             change satisfies never;
         }
         publishClusterRegistryEvent(change.event);
       } catch (err) {
         publishClusterRegistryEvent("invalid");
-        this.#logger.error({ secret: change.secret, err: { message: (err as Error).message } }, "cluster registration failed");
+        this.#logger.error({ ...("secret" in change ? { secret: change.secret } : {}), err: { message: (err as Error).message } }, "cluster registration failed");
       }
     }
   }

@@ -114,9 +114,13 @@ export function publishInvalidSubject(problem: string): void {
   if (invalidSubjects.hasSubscribers) invalidSubjects.publish({ problem } satisfies InvalidSubject);
 }
 
-/** The cluster registry changed the fleet: added, changed, removed, or a Secret that registers nothing (invalid). */
+/**
+ * The cluster registry changed the fleet: added, changed, removed, or a Secret that registers nothing
+ * (invalid); or a cluster id became claimed by more than one Secret (conflict: served by none) or
+ * stopped being so (conflict-resolved).
+ */
 export interface ClusterRegistryEvent {
-  readonly event: "added" | "changed" | "removed" | "invalid";
+  readonly event: "added" | "changed" | "removed" | "invalid" | "conflict" | "conflict-resolved";
 }
 
 export const clusterRegistryEvents = channel("portcullis:cluster-registry");

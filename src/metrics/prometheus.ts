@@ -42,9 +42,12 @@ export interface IndexSizes {
   }>;
 }
 
-/** The clusters served, by where they came from, and the registry's watch (undefined: no registry configured). */
+/**
+ * The clusters served, by where they came from, the registry's watch (undefined: no registry
+ * configured), and the cluster ids more than one of its Secrets claim.
+ */
 export interface FleetState {
-  (): { registered: { static: number; registry: number }; registrySynced: boolean | undefined };
+  (): { registered: { static: number; registry: number }; registrySynced: boolean | undefined; registryConflicts?: number };
 }
 
 /**
@@ -284,13 +287,23 @@ function fleetMetrics(registry: Registry, fleet: FleetState): void {
       this.set(fleet().registrySynced === true ? 1 : 0);
     },
   });
+  new Gauge({
+    name: "portcullis_cluster_registry_conflicts",
+    help: "Cluster ids claimed by more than one cluster Secret: each is served by none of them (404 unknown-cluster) until all but one are deleted",
+    registers: [registry],
+    // Every worker reads the same Secrets.
+    aggregator: "max",
+    collect() {
+      this.set(fleet().registryConflicts ?? 0);
+    },
+  });
   const events = new Counter({
     name: "portcullis_cluster_registry_events_total",
-    help: "Changes the cluster registry made: added, changed (clients rebuilt), removed, invalid (a Secret that registers no cluster)",
+    help: "Changes the cluster registry made: added, changed (clients rebuilt), removed, invalid (a Secret that registers no cluster), conflict (an id claimed by more than one Secret, or its claimants changed), conflict-resolved",
     labelNames: ["event"],
     registers: [registry],
   });
-  for (const event of ["added", "changed", "removed", "invalid"]) events.inc({ event }, 0);
+  for (const event of ["added", "changed", "removed", "invalid", "conflict", "conflict-resolved"]) events.inc({ event }, 0);
   subscribe("portcullis:cluster-registry", (message) => events.inc({ event: (message as ClusterRegistryEvent).event }));
 }
 

@@ -130,7 +130,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
     clusterDiscovery,
     // Until the registry has listed once the fleet is unknown; a later outage of it keeps the clusters it registered.
     ready: () => (registry?.registry.hasSynced ?? true) && installations.ready && (revocations?.index.hasSynced ?? true) && (konfidence?.projects.hasSynced ?? true),
-    fleet: () => ({ registered: clusters.counts(), registrySynced: registry?.registry.synced }),
+    fleet: () => ({ registered: clusters.counts(), registrySynced: registry?.registry.synced, registryConflicts: registry?.registry.conflicts().length }),
     indexSizes: () => [
       ...(registry === undefined ? [] : [{ index: "clusterregistry", ...registry.registry.size(), outage: REGISTRY_OUTAGE }]),
       ...installations.sizes().map((s) => ({ index: "plugininstallations", ...s })),

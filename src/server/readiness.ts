@@ -45,6 +45,11 @@ export interface IndexState {
   readonly gatesReadiness?: boolean;
   /** What a broken watch after a sync means, where it is not "this cluster's checks answer 503" (the cluster registry). */
   readonly outage?: string;
+  /**
+   * The cluster registry's cluster ids claimed by more than one Secret, each served by none of them:
+   * listed one line each, gating nothing (one Secret must not take every replica out of service).
+   */
+  readonly conflicts?: ReadonlyArray<{ readonly clusterId: string; readonly secrets: readonly string[] }>;
 }
 
 /** A dependency's state that does not gate readiness. */
@@ -65,7 +70,10 @@ export interface ProcessState {
 export function processReadiness(state: ProcessState): Readiness {
   const checks: ReadinessCheck[] = [
     { name: "shutdown", ok: !state.shuttingDown, state: state.shuttingDown ? "begun: not serving" : "not begun", gates: true },
-    ...state.indexes.map((i) => indexCheck(i, state.indexes.some((other) => other.index === i.index && (other.hasSynced ?? other.synced)))),
+    ...state.indexes.flatMap((i) => [
+      indexCheck(i, state.indexes.some((other) => other.index === i.index && (other.hasSynced ?? other.synced))),
+      ...(i.conflicts ?? []).map(conflictCheck),
+    ]),
     ...state.dependencies.map((d) => ({ ...d, gates: false })),
   ];
   return { ready: state.serving, checks };
@@ -84,6 +92,15 @@ function indexCheck(i: IndexState, anotherClusterSynced: boolean): ReadinessChec
     return { name, ok: false, state: "never synced, its first list failed: this cluster's checks answer 503 until it syncs", gates: false };
   }
   return { name, ok: false, state: "never synced: not ready until it has", gates: true };
+}
+
+function conflictCheck(conflict: { readonly clusterId: string; readonly secrets: readonly string[] }): ReadinessCheck {
+  return {
+    name: `cluster id conflict cluster=${conflict.clusterId}`,
+    ok: false,
+    state: `claimed by ${conflict.secrets.length} cluster Secrets (${conflict.secrets.join(", ")}): served by none of them, its checks answer 404 unknown-cluster until all but one are deleted`,
+    gates: false,
+  };
 }
 
 /** One worker's answer, or undefined when it did not answer in time. */

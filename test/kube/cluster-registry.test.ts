@@ -4,7 +4,7 @@
  * fleet (RegistryView). The watch against a real kube-apiserver is in cluster-registry.kube.test.ts.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { type InvalidSecret, registeredClusterOf, RegistryView } from "../../src/kube/cluster-registry.ts";
+import { type FleetChange, type InvalidSecret, registeredClusterOf, RegistryView } from "../../src/kube/cluster-registry.ts";
 import { TestPki } from "../support/certificates.ts";
 
 const pki = new TestPki();
@@ -117,42 +117,104 @@ describe("registeredClusterOf: the cluster a Secret registers", () => {
 describe("RegistryView: what each event changes in the fleet", () => {
   const staticId = "11111111-2222-4333-8444-555555555555";
   type Step = { readonly put?: [string, Record<string, string> | undefined]; readonly remove?: string; readonly relist?: "begin" | "end" };
-  const cases: Array<{ name: string; steps: Step[]; expected: string[] }> = [
-    { name: "a new Secret registers its cluster", steps: [{ put: ["ns/a", data(tokenCluster)] }], expected: [`added ${ID}`] },
-    { name: "the same data again changes nothing", steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data(tokenCluster)] }], expected: [`added ${ID}`] },
+  /** The same cluster id, another credential: the second Secret's claim. */
+  const otherToken = data({ ...tokenCluster, token: "other" });
+  /** `first`: the steps run inside the registry's first list (by default it has ended, empty). */
+  const cases: Array<{ name: string; first?: true; steps: Step[]; expected: string[] }> = [
+    { name: "a new Secret registers its cluster", steps: [{ put: ["ns/a", data(tokenCluster)] }], expected: [`added ${ID} ns/a`] },
+    { name: "the same data again changes nothing", steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data(tokenCluster)] }], expected: [`added ${ID} ns/a`] },
     {
       name: "a rotated token is a change",
       steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data({ ...tokenCluster, token: "rotated" })] }],
-      expected: [`added ${ID}`, `changed ${ID}`],
+      expected: [`added ${ID} ns/a`, `changed ${ID} ns/a`],
     },
     {
       name: "another CA is a change",
       steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data({ ...tokenCluster, "ca.crt": ca.cert })] }],
-      expected: [`added ${ID}`, `changed ${ID}`],
+      expected: [`added ${ID} ns/a`, `changed ${ID} ns/a`],
     },
     {
       name: "a Secret that now names another cluster id removes the old one first",
       steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data({ ...tokenCluster, clusterId: ID2 })] }],
-      expected: [`added ${ID}`, `removed ${ID}`, `added ${ID2}`],
+      expected: [`added ${ID} ns/a`, `removed ${ID} ns/a`, `added ${ID2} ns/a`],
     },
     {
       name: "a Secret that becomes invalid unregisters its cluster",
       steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/a", data({ ...tokenCluster, server: "http://x" })] }],
-      expected: [`added ${ID}`, `removed ${ID}`, "invalid bad-server"],
+      expected: [`added ${ID} ns/a`, `removed ${ID} ns/a`, "invalid bad-server"],
     },
     { name: "an invalid Secret registers nothing", steps: [{ put: ["ns/a", data({ clusterId: ID, server: SERVER })] }], expected: ["invalid no-credential"] },
-    { name: "a deleted Secret unregisters its cluster", steps: [{ put: ["ns/a", data(tokenCluster)] }, { remove: "ns/a" }], expected: [`added ${ID}`, `removed ${ID}`] },
+    { name: "a deleted Secret unregisters its cluster", steps: [{ put: ["ns/a", data(tokenCluster)] }, { remove: "ns/a" }], expected: [`added ${ID} ns/a`, `removed ${ID} ns/a`] },
     { name: "deleting a Secret that registered nothing changes nothing", steps: [{ put: ["ns/a", data({ clusterId: "x" })] }, { remove: "ns/a" }], expected: ["invalid bad-cluster-id"] },
     { name: "a static cluster's id is refused", steps: [{ put: ["ns/a", data({ ...tokenCluster, clusterId: staticId })] }], expected: ["invalid static-cluster-id"] },
     {
-      name: "a second Secret claiming a registered id is refused; the first keeps it",
-      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", data({ ...tokenCluster, token: "other" })] }, { remove: "ns/b" }],
-      expected: [`added ${ID}`, "invalid duplicate-cluster-id"],
+      name: "two Secrets naming a static id are no conflict: both refused, the static cluster stays",
+      steps: [{ put: ["ns/a", data({ ...tokenCluster, clusterId: staticId })] }, { put: ["ns/b", data({ ...tokenCluster, clusterId: staticId })] }],
+      expected: ["invalid static-cluster-id", "invalid static-cluster-id"],
+    },
+    // Issue 42: a second claim takes the id out of service everywhere; it never takes it over.
+    {
+      name: "a second Secret claiming a registered id: served by neither; deleting the second restores the first",
+      steps: [{ put: ["ns/cluster-prod-1", data(tokenCluster)] }, { put: ["ns/aaa-cluster-prod-1", otherToken] }, { remove: "ns/aaa-cluster-prod-1" }],
+      expected: [
+        `added ${ID} ns/cluster-prod-1`,
+        `conflict ${ID} ns/aaa-cluster-prod-1,ns/cluster-prod-1`,
+        `removed ${ID} ns/cluster-prod-1`,
+        `conflict-resolved ${ID} ns/cluster-prod-1`,
+        `added ${ID} ns/cluster-prod-1`,
+      ],
     },
     {
-      name: "once the first Secret is gone, the second registers the id when it arrives again",
-      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", data(tokenCluster)] }, { remove: "ns/a" }, { put: ["ns/b", data(tokenCluster)] }],
-      expected: [`added ${ID}`, "invalid duplicate-cluster-id", `removed ${ID}`, `added ${ID}`],
+      name: "deleting the first of two claimants leaves the id to the second",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", otherToken] }, { remove: "ns/a" }],
+      expected: [`added ${ID} ns/a`, `conflict ${ID} ns/a,ns/b`, `removed ${ID} ns/a`, `conflict-resolved ${ID} ns/b`, `added ${ID} ns/b`],
+    },
+    {
+      name: "the same data in two Secrets is a conflict too",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", data(tokenCluster)] }],
+      expected: [`added ${ID} ns/a`, `conflict ${ID} ns/a,ns/b`, `removed ${ID} ns/a`],
+    },
+    {
+      name: "a claimant changed to name another id releases its old claim: both ids served",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", otherToken] }, { put: ["ns/b", data({ ...tokenCluster, clusterId: ID2 })] }],
+      expected: [`added ${ID} ns/a`, `conflict ${ID} ns/a,ns/b`, `removed ${ID} ns/a`, `conflict-resolved ${ID} ns/a`, `added ${ID} ns/a`, `added ${ID2} ns/b`],
+    },
+    {
+      name: "a claimant that becomes invalid releases its claim",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", otherToken] }, { put: ["ns/b", data({ ...tokenCluster, server: "http://x" })] }],
+      expected: [`added ${ID} ns/a`, `conflict ${ID} ns/a,ns/b`, `removed ${ID} ns/a`, `conflict-resolved ${ID} ns/a`, `added ${ID} ns/a`, "invalid bad-server"],
+    },
+    {
+      name: "a third claimant, then two leaving: each change of the claimants is reported, the id served once one is left",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", otherToken] }, { put: ["ns/c", otherToken] }, { remove: "ns/c" }, { remove: "ns/b" }],
+      expected: [
+        `added ${ID} ns/a`,
+        `conflict ${ID} ns/a,ns/b`,
+        `removed ${ID} ns/a`,
+        `conflict ${ID} ns/a,ns/b,ns/c`,
+        `conflict ${ID} ns/a,ns/b`,
+        `conflict-resolved ${ID} ns/a`,
+        `added ${ID} ns/a`,
+      ],
+    },
+    {
+      name: "a conflicted id whose claimant rotates its token: nothing served, nothing reported again",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", otherToken] }, { put: ["ns/a", data({ ...tokenCluster, token: "rotated" })] }],
+      expected: [`added ${ID} ns/a`, `conflict ${ID} ns/a,ns/b`, `removed ${ID} ns/a`],
+    },
+    // The first list is applied when it ends, whatever order it came in.
+    { name: "nothing is registered before the first list ends", first: true, steps: [{ put: ["ns/a", data(tokenCluster)] }], expected: [] },
+    {
+      name: "the first list registers what it holds when it ends",
+      first: true,
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { put: ["ns/b", data({ ...tokenCluster, clusterId: ID2 })] }, { relist: "end" }],
+      expected: [`added ${ID} ns/a`, `added ${ID2} ns/b`],
+    },
+    {
+      name: "a first list holding two claimants of an id (the attacker's sorted first) serves neither",
+      first: true,
+      steps: [{ put: ["ns/aaa-cluster-prod-1", otherToken] }, { put: ["ns/cluster-prod-1", data(tokenCluster)] }, { put: ["ns/c", data({ ...tokenCluster, clusterId: ID2 })] }, { relist: "end" }],
+      expected: [`conflict ${ID} ns/aaa-cluster-prod-1,ns/cluster-prod-1`, `added ${ID2} ns/c`],
     },
     // After the registry's watch broke: the clusters stay until a fresh list has ended.
     {
@@ -164,17 +226,28 @@ describe("RegistryView: what each event changes in the fleet", () => {
         { put: ["ns/a", data(tokenCluster)] },
         { relist: "end" },
       ],
-      expected: [`added ${ID}`, `added ${ID2}`, `removed ${ID2}`],
+      expected: [`added ${ID} ns/a`, `added ${ID2} ns/b`, `removed ${ID2} ns/b`],
     },
     {
-      name: "a fresh list that names a changed Secret changes it",
+      name: "a fresh list that names a changed Secret changes it when it ends",
       steps: [{ put: ["ns/a", data(tokenCluster)] }, { relist: "begin" }, { put: ["ns/a", data({ ...tokenCluster, token: "rotated" })] }, { relist: "end" }],
-      expected: [`added ${ID}`, `changed ${ID}`],
+      expected: [`added ${ID} ns/a`, `changed ${ID} ns/a`],
     },
-    { name: "a sync that follows no fresh list removes nothing", steps: [{ put: ["ns/a", data(tokenCluster)] }, { relist: "end" }], expected: [`added ${ID}`] },
+    {
+      name: "a fresh list naming a second claimant of a served id takes it out at once, not when the list ends",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { relist: "begin" }, { put: ["ns/aaa", otherToken] }, { put: ["ns/a", data(tokenCluster)] }, { relist: "end" }],
+      expected: [`added ${ID} ns/a`, `conflict ${ID} ns/a,ns/aaa`, `removed ${ID} ns/a`],
+    },
+    {
+      name: "a fresh list: the id of a Secret deleted during the outage goes to the Secret claiming it now when the list ends",
+      steps: [{ put: ["ns/a", data(tokenCluster)] }, { relist: "begin" }, { put: ["ns/b", otherToken] }, { relist: "end" }],
+      expected: [`added ${ID} ns/a`, `conflict ${ID} ns/a,ns/b`, `removed ${ID} ns/a`, `conflict-resolved ${ID} ns/b`, `added ${ID} ns/b`],
+    },
+    { name: "a sync that follows no fresh list removes nothing", steps: [{ put: ["ns/a", data(tokenCluster)] }, { relist: "end" }], expected: [`added ${ID} ns/a`] },
   ];
-  it.each(cases)("$name", ({ steps, expected }) => {
+  it.each(cases)("$name", ({ first, steps, expected }) => {
     const view = new RegistryView((id) => id === staticId);
+    if (first === undefined) expect(view.endRelist()).toEqual([]);
     const changes = steps.flatMap((step) => {
       if (step.put !== undefined) return view.put(...step.put);
       if (step.remove !== undefined) return view.remove(step.remove);
@@ -184,6 +257,33 @@ describe("RegistryView: what each event changes in the fleet", () => {
       }
       return view.endRelist();
     });
-    expect(changes.map((c) => (c.event === "invalid" ? `invalid ${c.problem}` : `${c.event} ${"cluster" in c ? c.cluster.id : c.clusterId}`))).toEqual(expected);
+    expect(changes.map(show)).toEqual(expected);
+  });
+
+  it("reports the conflicts standing now, and what each is served with (nothing)", () => {
+    const view = new RegistryView(() => false);
+    view.put("ns/b", otherToken);
+    view.put("ns/a", data(tokenCluster));
+    view.put("ns/c", data({ ...tokenCluster, clusterId: ID2 }));
+    view.endRelist();
+    expect(view.conflicts()).toEqual([{ clusterId: ID, secrets: ["ns/a", "ns/b"] }]);
+    expect(view.size).toBe(1);
+    view.remove("ns/b");
+    expect(view.conflicts()).toEqual([]);
+    expect(view.size).toBe(2);
   });
 });
+
+function show(change: FleetChange): string {
+  switch (change.event) {
+    case "invalid":
+      return `invalid ${change.problem}`;
+    case "conflict":
+    case "conflict-resolved":
+      return `${change.event} ${change.clusterId} ${change.secrets.join(",")}`;
+    case "removed":
+      return `removed ${change.clusterId} ${change.secret}`;
+    default:
+      return `${change.event} ${change.cluster.id} ${change.secret}`;
+  }
+}

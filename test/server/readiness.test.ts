@@ -65,6 +65,21 @@ describe("one process", () => {
       lines: ["[-]index clusterregistry cluster=cluster-registry: unsynced, synced before: the clusters it registered are kept and served (does not gate readiness)"],
       verdict: "ready",
     },
+    // Issue 42: a cluster id two Secrets claim is served by neither; the replica stays in service for the others.
+    {
+      name: "a cluster id claimed by two cluster Secrets",
+      serving: true,
+      shuttingDown: false,
+      indexes: [
+        index("a", true, true),
+        { ...index("cluster-registry", true, true), index: "clusterregistry", conflicts: [{ clusterId: "x", secrets: ["ns/aaa-cluster-prod-1", "ns/cluster-prod-1"] }] },
+      ],
+      lines: [
+        "[+]index clusterregistry cluster=cluster-registry: synced, 2 objects",
+        "[-]cluster id conflict cluster=x: claimed by 2 cluster Secrets (ns/aaa-cluster-prod-1, ns/cluster-prod-1): served by none of them, its checks answer 404 unknown-cluster until all but one are deleted (does not gate readiness)",
+      ],
+      verdict: "ready",
+    },
     {
       name: "the registry never listed",
       serving: false,
