@@ -98,6 +98,18 @@ export interface GatewayRoute {
   readonly stripPrefix: boolean;
   /** Watches, logs and exec streams: no request timeout. */
   readonly streams: boolean;
+  /** The host's CORS policy (one admitted origin), as plain Envoy's virtual host has it. */
+  readonly cors: GatewayCors | undefined;
+}
+
+/** A host's CORS policy in Envoy Gateway's terms (SecurityPolicy.cors). */
+export interface GatewayCors {
+  readonly allowOrigins: readonly string[];
+  readonly allowMethods: readonly string[];
+  readonly allowHeaders: readonly string[];
+  readonly exposeHeaders: readonly string[];
+  readonly maxAge: string;
+  readonly allowCredentials: boolean;
 }
 
 /** Envoy routes a gateway cannot express: the upstream is chosen from headers portcullis sets. */
@@ -122,6 +134,7 @@ export function gatewayRoutes(config: Config): { routes: GatewayRoute[]; unrouta
   const unroutable: UnroutableRoute[] = [];
   for (const vhost of hcm.route_config.virtual_hosts as Json[]) {
     const host = vhost["domains"][0] as string;
+    const cors = corsOf(vhost["typed_per_filter_config"]?.["envoy.filters.http.cors"]);
     for (const route of vhost["routes"] as Json[]) {
       const authz = route["typed_per_filter_config"]?.["envoy.filters.http.ext_authz"];
       // Envoy answers it without a check (a platform host's unrouted 404): so does the gateway.
@@ -149,10 +162,25 @@ export function gatewayRoutes(config: Config): { routes: GatewayRoute[]; unrouta
         backend,
         stripPrefix: action?.["prefix_rewrite"] === "/",
         streams: action?.["timeout"] === "0s",
+        cors,
       });
     }
   }
   return { routes, unroutable };
+}
+
+/** Envoy's CorsPolicy → Envoy Gateway's CORS: the same origin, methods, headers and max age. */
+function corsOf(policy: Json | undefined): GatewayCors | undefined {
+  if (policy === undefined) return undefined;
+  const list = (text: string) => text.split(",").map((t) => t.trim()).filter((t) => t !== "");
+  return {
+    allowOrigins: (policy["allow_origin_string_match"] as Json[]).map((m) => m["exact"] as string),
+    allowMethods: list(policy["allow_methods"]),
+    allowHeaders: list(policy["allow_headers"]),
+    exposeHeaders: list(policy["expose_headers"]),
+    maxAge: `${policy["max_age"]}s`,
+    allowCredentials: policy["allow_credentials"] === true,
+  };
 }
 
 /** Envoy's route match → Gateway API's path match with the same meaning. */
@@ -435,7 +463,9 @@ function securityPolicies(placed: readonly PlacedRule[], config: Config, options
   }
   const grpcPort = Number(config.listen.grpc.slice(config.listen.grpc.lastIndexOf(":") + 1));
   return [...groups].map(([key, rules]) => {
-    const { policy, service } = rules[0]!.route;
+    const { policy, service, cors } = rules[0]!.route;
+    // A (policy, service) is served on one host, so its rules share that host's CORS policy.
+    if (rules.some((p) => JSON.stringify(p.route.cors) !== JSON.stringify(cors))) throw new Error(`policy ${key} is served on hosts with different CORS policies`);
     return {
       apiVersion: `${ENVOY_GATEWAY}/v1alpha1`,
       kind: "SecurityPolicy",
@@ -455,6 +485,8 @@ function securityPolicies(placed: readonly PlacedRule[], config: Config, options
           // plugin-proxy's upstream follows the headers portcullis sets on allow.
           recomputeRoute: policy === "plugin-proxy",
         },
+        // Envoy Gateway's cors filter runs before ext_authz: preflights are answered without a token, as in plain Envoy.
+        ...(cors === undefined ? {} : { cors: { ...cors } }),
       },
     };
   });

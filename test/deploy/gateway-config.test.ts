@@ -117,6 +117,14 @@ describe("Envoy Gateway", () => {
     }
   });
 
+  it("answers preflights as plain Envoy does: each host's one admitted origin, before the check (no token)", () => {
+    const corsOf = (name: string) => policies.find((p) => p["metadata"].name === name)!["spec"].cors;
+    expect(corsOf("portcullis-kube-api-proxy")).toMatchObject({ allowOrigins: ["https://plugin-proxy.fundament.io"], allowCredentials: false, maxAge: "600s" });
+    expect(corsOf("portcullis-plugin-assets")).toEqual(corsOf("portcullis-kube-api-proxy"));
+    expect(corsOf("portcullis-platform-api-authn-api")).toMatchObject({ allowOrigins: ["https://console.fundament.io"], allowCredentials: true, allowMethods: ["GET", "POST"] });
+    expect(corsOf("portcullis-konfidence-api")).toBeUndefined();
+  });
+
   it("rejects escaped slashes and headers with underscores on the Gateway, as plain Envoy's connection manager does", () => {
     expect(of(objects, "ClientTrafficPolicy")).toEqual([
       expect.objectContaining({
