@@ -39,6 +39,8 @@ export interface IndexSizes {
     gatesReadiness?: boolean;
     outage?: string;
     lastSyncedAt?: Date | undefined;
+    /** The cluster registry's cluster ids claimed by more than one Secret (readiness lists them). */
+    conflicts?: ReadonlyArray<{ clusterId: string; secrets: readonly string[] }>;
   }>;
 }
 
