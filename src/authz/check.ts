@@ -1,14 +1,17 @@
 /**
  * Check: CheckRequest → policy → Decision → CheckResponse. Deny by default: no or unknown policy,
  * a malformed CheckRequest, any thrown error or a decision past its deadline is a denial with an
- * explicit status, never an allow and never a crash.
+ * explicit status, never an allow and never a crash. The policy is the one context_extensions
+ * name; in request mode, where they name none, the route table's (request-mode.ts).
  */
 import type { Logger } from "pino";
 import { type Decision, deny } from "./decision.ts";
 import { beforeDeadline, deadlineIn, denialFor, errorSummary } from "./errors.ts";
 import type { Policy } from "./policy.ts";
-import { type CheckRequestMessage, fromCheckRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
-import { type CheckResponseMessage, toCheckResponse } from "../envoy/check-response.ts";
+import { requestRouter, type RoutedRequest } from "./request-mode.ts";
+import type { RouteTable } from "./route-table.ts";
+import { type CheckRequestMessage, fromCheckRequest, type HttpRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
+import { type CheckResponseMessage, directResponse, toCheckResponse } from "../envoy/check-response.ts";
 import { publishDecision } from "../metrics/events.ts";
 
 export interface CheckerOptions {
@@ -17,6 +20,8 @@ export interface CheckerOptions {
   readonly timeoutMs: number;
   readonly retryAfterSeconds: number;
   readonly logger: Logger;
+  /** Request mode (`check.policyFrom: request`): the table built from the configuration's envoy section. */
+  readonly routeTable?: RouteTable | undefined;
 }
 
 export type Checker = (message: CheckRequestMessage) => Promise<CheckResponseMessage>;
@@ -24,6 +29,8 @@ export type Checker = (message: CheckRequestMessage) => Promise<CheckResponseMes
 export function createChecker(options: CheckerOptions): Checker {
   const policies = new Map(options.policies.map((p) => [p.name as string, p]));
   const { logger } = options;
+  const route: (request: HttpRequest) => RoutedRequest =
+    options.routeTable === undefined ? (request) => ({ kind: "decide", request }) : requestRouter(options.routeTable);
 
   return async function check(message) {
     const started = process.hrtime.bigint();
@@ -32,14 +39,22 @@ export function createChecker(options: CheckerOptions): Checker {
     let bodyShape: Policy["bodyShape"] = "json";
     let requestId = "";
     try {
-      const request = fromCheckRequest(message);
-      requestId = request.requestId;
+      const received = fromCheckRequest(message);
+      requestId = received.requestId;
+      const routed = route(received);
+      if (routed.kind === "preflight") {
+        publishDecision("none", "cors-preflight", Number(process.hrtime.bigint() - started) / 1e9);
+        return directResponse(200, routed.headers, "cors-preflight");
+      }
+      const { request } = routed;
       const policy = policies.get(request.contextExtensions["policy"] ?? "");
-      if (policy === undefined) {
+      policyName = policy?.name ?? policyName;
+      bodyShape = policy?.bodyShape ?? bodyShape;
+      if (routed.kind === "refuse") {
+        decision = deny("bad-request", routed.message);
+      } else if (policy === undefined) {
         decision = deny("no-policy", "no authorization policy for this route");
       } else {
-        policyName = policy.name;
-        bodyShape = policy.bodyShape;
         // Not AbortSignal.timeout(): its timer outlives the check and, when it fires, builds a
         // DOMException (with a stack trace) for every check ever made. This one is cleared on answer.
         const deadline = deadlineIn(options.timeoutMs);

@@ -4,7 +4,8 @@
  * Envoy's, so routes, CORS and CSP origins and policies come from one file and cannot drift apart.
  */
 import { z } from "zod";
-import { routeCovers } from "./platform-schema.ts";
+import { routeCovers, type PlatformService } from "./platform-schema.ts";
+import { buildRouteTable, routeTableProblems } from "../authz/route-table.ts";
 
 const port = z.number().int().min(1).max(65535);
 const host = z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([-.A-Za-z0-9]*[A-Za-z0-9])?)$/, "expected a host name or IP address");
@@ -163,21 +164,27 @@ export const EXT_AUTHZ_MARGIN_MS = 200;
 
 /**
  * Cross-field rules between `envoy` and the rest of the file: every cluster portcullis serves has
- * exactly one Envoy route, the two Konfidence settings come together, and Envoy waits longer than
- * portcullis decides.
+ * exactly one Envoy route, the two Konfidence settings come together, Envoy waits longer than
+ * portcullis decides, and the route table (src/authz/route-table.ts) is unambiguous; request mode
+ * needs the section, its table's source.
  */
 export function checkEnvoySection(
   config: {
     envoy?: EnvoyConfig | undefined;
     clusters: ReadonlyArray<{ id: string }>;
-    check: { timeoutMs: number };
-    platform: { services: ReadonlyArray<{ name: string; routes: readonly string[] }> };
+    check: { timeoutMs: number; policyFrom: "contextExtensions" | "request" };
+    platform: { services: readonly PlatformService[] };
     listen: { tls?: { requireClientCert: boolean } | undefined };
   },
   ctx: z.RefinementCtx,
 ): void {
   const envoy = config.envoy;
-  if (envoy === undefined) return;
+  if (envoy === undefined) {
+    if (config.check.policyFrom === "request") {
+      ctx.addIssue({ code: "custom", path: ["check", "policyFrom"], message: "request mode chooses policies from the route table built from the envoy section (origins, platform): add it" });
+    }
+    return;
+  }
   checkPortcullisTls(envoy, config.listen.tls, ctx);
   const served = new Set(config.clusters.map((c) => c.id));
   const routed = new Set<string>();
@@ -192,7 +199,12 @@ export function checkEnvoySection(
   if ((envoy.origins.konfidence === undefined) !== (envoy.upstreams.konfidence === undefined)) {
     ctx.addIssue({ code: "custom", path: ["envoy", "origins", "konfidence"], message: "set both envoy.origins.konfidence and envoy.upstreams.konfidence, or neither" });
   }
-  checkPlatformEntries(envoy, config.platform.services, ctx);
+  // Overlaps between platform services are reported by checkPlatformEntries, in its own words.
+  if (checkPlatformEntries(envoy, config.platform.services, ctx)) {
+    for (const problem of routeTableProblems(buildRouteTable({ envoy, platform: config.platform }))) {
+      ctx.addIssue({ code: "custom", path: [...problem.path], message: problem.message });
+    }
+  }
   if (envoy.extAuthzTimeoutMs !== undefined && envoy.extAuthzTimeoutMs <= config.check.timeoutMs) {
     ctx.addIssue({
       code: "custom",
@@ -223,9 +235,15 @@ function checkPortcullisTls(envoy: EnvoyConfig, listenTls: { requireClientCert: 
 /**
  * Every platform service has exactly one Envoy entry; its origin is not one of the other virtual
  * hosts; and services behind one origin serve disjoint routes (Envoy takes the first route that
- * matches, so an overlap would send one service's requests, and policy, to another).
+ * matches, so an overlap would send one service's requests, and policy, to another). False when
+ * it reported a problem.
  */
-function checkPlatformEntries(envoy: EnvoyConfig, services: ReadonlyArray<{ name: string; routes: readonly string[] }>, ctx: z.RefinementCtx): void {
+function checkPlatformEntries(envoy: EnvoyConfig, services: ReadonlyArray<{ name: string; routes: readonly string[] }>, ctx: z.RefinementCtx): boolean {
+  let sound = true;
+  const addIssue = (issue: { path: Array<string | number>; message: string }) => {
+    sound = false;
+    ctx.addIssue({ code: "custom", ...issue });
+  };
   const byName = new Map(services.map((s) => [s.name, s]));
   const listed = new Set<string>();
   const taken = new Set([envoy.origins.kubeApiProxy, envoy.origins.pluginProxy, envoy.origins.konfidence].filter((o) => o !== undefined).map((o) => new URL(o).hostname));
@@ -233,20 +251,21 @@ function checkPlatformEntries(envoy: EnvoyConfig, services: ReadonlyArray<{ name
   envoy.platform.forEach((entry, i) => {
     const at = ["envoy", "platform", i];
     const service = byName.get(entry.name);
-    if (service === undefined) ctx.addIssue({ code: "custom", path: [...at, "name"], message: `${entry.name} is not in platform.services[]` });
-    if (listed.has(entry.name)) ctx.addIssue({ code: "custom", path: [...at, "name"], message: `${entry.name} is listed twice` });
+    if (service === undefined) addIssue({ path: [...at, "name"], message: `${entry.name} is not in platform.services[]` });
+    if (listed.has(entry.name)) addIssue({ path: [...at, "name"], message: `${entry.name} is listed twice` });
     listed.add(entry.name);
     const host = new URL(entry.origin).hostname;
-    if (taken.has(host)) ctx.addIssue({ code: "custom", path: [...at, "origin"], message: `${host} is already kube-api-proxy's, plugin-proxy's or Konfidence's` });
+    if (taken.has(host)) addIssue({ path: [...at, "origin"], message: `${host} is already kube-api-proxy's, plugin-proxy's or Konfidence's` });
     const routes = routesByHost.get(host) ?? [];
     for (const route of service?.routes ?? []) {
       const clash = routes.find((r) => r.service !== entry.name && (r.route === route || routeCovers(r.route, route) || routeCovers(route, r.route)));
-      if (clash !== undefined) ctx.addIssue({ code: "custom", path: [...at, "origin"], message: `${entry.name}'s route ${route} overlaps ${clash.service}'s ${clash.route} on ${host}` });
+      if (clash !== undefined) addIssue({ path: [...at, "origin"], message: `${entry.name}'s route ${route} overlaps ${clash.service}'s ${clash.route} on ${host}` });
       routes.push({ service: entry.name, route });
     }
     routesByHost.set(host, routes);
   });
   for (const s of services) {
-    if (!listed.has(s.name)) ctx.addIssue({ code: "custom", path: ["envoy", "platform"], message: `platform service ${s.name} has no entry` });
+    if (!listed.has(s.name)) addIssue({ path: ["envoy", "platform"], message: `platform service ${s.name} has no entry` });
   }
+  return sound;
 }

@@ -63,9 +63,15 @@ export const configSchema = z
       .object({
         timeoutMs: deadlineMs().default(800).describe("whole-decision deadline; keep below Envoy's ext_authz timeout"),
         retryAfterSeconds: z.number().int().min(0).max(3600).default(1),
+        policyFrom: z
+          .enum(["contextExtensions", "request"])
+          .default("contextExtensions")
+          .describe(
+            "where a Check's policy comes from: contextExtensions (the front proxy names it per route, as the generated Envoy and Envoy Gateway do), or request (the route table built from the envoy section chooses it from the request's authority and path, for gateways that cannot name it, such as Istio's CUSTOM provider; context_extensions still win where present, and portcullis also answers CORS preflights)",
+          ),
       })
       .strict()
-      .default({ timeoutMs: 800, retryAfterSeconds: 1 }),
+      .default({ timeoutMs: 800, retryAfterSeconds: 1, policyFrom: "contextExtensions" }),
     shutdown: z
       .object({
         drainMs: graceMs()
@@ -270,7 +276,9 @@ export const configSchema = z
       })
       .strict()
       .default({ enabled: false, sampleRatio: 1, serviceName: "portcullis", otlp: { endpoint: "http://127.0.0.1:4318/v1/traces", timeoutMs: 10_000 } }),
-    envoy: envoySchema.optional().describe("what only Envoy needs; read by `portcullis envoy-config`, ignored by the server"),
+    envoy: envoySchema
+      .optional()
+      .describe("what the front proxy needs; read by `portcullis envoy-config`, and by the server for its route table when check.policyFrom is request"),
     konfidence: konfidenceSchema.optional().describe("the konfidence-api policy (ADR-0028); not registered when absent"),
     platform: platformSchema
       .default({ services: [] })

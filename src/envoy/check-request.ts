@@ -18,6 +18,8 @@ export interface HttpRequest {
   readonly targetError?: string | undefined;
   /** Lower-case header names. Repeated headers arrive merged by Envoy with ", ". */
   readonly headers: Readonly<Record<string, string>>;
+  /** The request's host as sent (`:authority`, or Host), port and case as the client wrote them; "" when absent. */
+  readonly authority: string;
   /** Envoy's `x-request-id` (or the attribute id), for logs and the audit line. */
   readonly requestId: string;
   readonly contextExtensions: Readonly<Record<string, string>>;
@@ -39,6 +41,7 @@ interface HttpAttributes {
   id?: string;
   method?: string;
   path?: string;
+  host?: string;
   headers?: Record<string, string>;
   header_map?: { headers?: HeaderEntry[] | null } | null;
 }
@@ -69,6 +72,8 @@ export function fromCheckRequest(message: CheckRequestMessage): HttpRequest {
     query,
     targetError,
     headers,
+    // proto3 reads an absent host as "": Envoy also sends it among the headers.
+    authority: http.host || headers[":authority"] || headers["host"] || "",
     requestId: headers["x-request-id"] ?? http.id ?? "",
     contextExtensions: { ...(message.attributes?.context_extensions ?? {}) },
   };

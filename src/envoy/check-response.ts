@@ -58,6 +58,18 @@ export function toCheckResponse(decision: Decision, options: ResponseOptions): C
   };
 }
 
+/**
+ * An answer that is no denial, the CORS preflight of request mode: sent as a denied_response,
+ * which Envoy's ext_authz (and every gateway built on it) turns into a local reply with exactly
+ * this status and these headers, and forwards nothing upstream.
+ */
+export function directResponse(status: number, headers: Readonly<Record<string, string>>, reason: string): CheckResponseMessage {
+  return {
+    status: { code: GrpcCode.PERMISSION_DENIED, message: reason },
+    denied_response: { status: { code: status }, headers: Object.entries(headers).map(([key, value]) => headerOption(key, value)), body: "" },
+  };
+}
+
 function headerOption(key: string, value: string): HeaderValueOption {
   return { header: { key, value }, append_action: OVERWRITE_IF_EXISTS_OR_ADD };
 }

@@ -10,6 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
 import { createChecker } from "../authz/check.ts";
+import { buildRouteTable } from "../authz/route-table.ts";
 import type { Policy } from "../authz/policy.ts";
 import { kubeApiProxy } from "../authz/policies/kube-api-proxy.ts";
 import { pluginAssets } from "../authz/policies/plugin-assets.ts";
@@ -398,6 +399,8 @@ function checkerOver(config: Config, ports: Ports, audit: AuditSink, logger: Log
     timeoutMs: config.check.timeoutMs,
     retryAfterSeconds: config.check.retryAfterSeconds,
     logger,
+    // The schema refuses request mode without an envoy section (checkEnvoySection).
+    routeTable: config.check.policyFrom === "request" && config.envoy !== undefined ? buildRouteTable({ envoy: config.envoy, platform: config.platform }) : undefined,
   });
 }
 

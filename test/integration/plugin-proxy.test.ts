@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FakeWorld, installation } from "../support/fakes.ts";
+import { requestModeEnabled } from "../support/request-mode.ts";
 import { startTestServer, type TestServer } from "../support/server.ts";
 import { ids, pluginToken, userToken } from "../support/tokens.ts";
 
@@ -117,10 +118,14 @@ describe("plugin-assets", () => {
   it.each([
     "/plugins/cert-manager/1.4.0/index.html",
     "/plugins/Cert-Manager/1.4.0/console/index.html",
-    "/plugins/cert-manager/1.4.0/console/../../other/1.0.0/console/x.js",
     "/plugins/sdk/",
     "/other/path",
   ])("denies paths outside the asset routes: %s", async (path) => {
     expect(await assets(path)).toMatchObject({ allowed: false, http: 404, reason: "not-found" });
+  });
+
+  it("denies a path that climbs out of its plugin's assets (request mode refuses it before the policy, as Envoy would not pass it on)", async () => {
+    const expected = requestModeEnabled() ? { http: 400, reason: "bad-request" } : { http: 404, reason: "not-found" };
+    expect(await assets("/plugins/cert-manager/1.4.0/console/../../other/1.0.0/console/x.js")).toMatchObject({ allowed: false, ...expected });
   });
 });

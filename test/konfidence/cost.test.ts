@@ -74,7 +74,7 @@ function world(projects: number) {
     },
   });
   const decide = (request: ScenarioRequest, headers: Record<string, string>): Promise<Decision> =>
-    policy.decide({ ...request, query: new URLSearchParams(), headers, requestId: "r", contextExtensions: {} } satisfies HttpRequest, deadlineIn(60_000));
+    policy.decide({ ...request, query: new URLSearchParams(), headers, authority: "", requestId: "r", contextExtensions: {} } satisfies HttpRequest, deadlineIn(60_000));
   return { scenario, counts, decide };
 }
 

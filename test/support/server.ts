@@ -5,6 +5,7 @@ import { authorizationClient } from "../../src/envoy/protos.ts";
 import { startServer, type Ports, type RunningServer } from "../../src/server/app.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { type CheckResponse, envoyCheckRequest, type RequestSpec, summarize } from "./envoy.ts";
+import { requestModeConfig, toRequestMode } from "./request-mode.ts";
 import { ids, OLD_SECRET, SECRET } from "./tokens.ts";
 
 process.env["PORTCULLIS_TEST_SECRET"] = SECRET;
@@ -41,7 +42,9 @@ export interface TestServer {
 }
 
 /** `echo` also writes every log line to stdout (the local stack shows them). */
-export async function startTestServer(ports: Ports, config: Config = testConfig(), options: { echo?: boolean } = {}): Promise<TestServer> {
+export async function startTestServer(ports: Ports, given: Config = testConfig(), options: { echo?: boolean } = {}): Promise<TestServer> {
+  // A *.request-mode.test.ts run: request mode, CheckRequests without context_extensions (request-mode.ts).
+  const config = requestModeConfig(given);
   const chunks: string[] = [];
   const sink = new Writable({
     write(chunk, _enc, cb) {
@@ -67,8 +70,8 @@ export async function startTestServer(ports: Ports, config: Config = testConfig(
         .map((l) => JSON.parse(l) as Record<string, unknown>);
     },
     rawLog,
-    checkRaw: (request) => client.check(request) as Promise<CheckResponse>,
-    check: async (spec) => summarize((await client.check(envoyCheckRequest(spec))) as CheckResponse),
+    checkRaw: (request) => client.check(toRequestMode(config, request)) as Promise<CheckResponse>,
+    check: async (spec) => summarize((await client.check(toRequestMode(config, envoyCheckRequest(spec)))) as CheckResponse),
     async stop() {
       client.close();
       await server.shutdown();
