@@ -13,6 +13,7 @@
 import { type Deny, deny } from "./decision.ts";
 import type { Installation } from "./ports.ts";
 import { passed } from "./trace.ts";
+import { watchKey } from "../kube/sole-claims.ts";
 import { publishRevoked } from "../metrics/events.ts";
 import { isDnsLabel, isPinnedHash, isPluginVersion, isUuid } from "../tokens/claim-formats.ts";
 import type { PluginClaims } from "../tokens/fundament.ts";
@@ -28,7 +29,10 @@ export type RevocationTarget =
   | { readonly scope: "user"; readonly userId: string };
 
 export interface Revocation {
-  /** metadata.name of the object, for the operator and the log; never shown to the caller. */
+  /**
+   * The object's name as kubectl writes it (`name`, or `namespace/name`: watchKey), for the operator
+   * and the log, and its key in the set; never shown to the caller.
+   */
   readonly name: string;
   readonly target: RevocationTarget;
 }
@@ -45,7 +49,7 @@ export interface RevocationSubject {
 
 /** The deny-list as the policies read it. */
 export interface RevocationList {
-  /** The first entry that matches, or undefined. Throws DependencyUnavailable while the list is not synced. */
+  /** The matching entry with the least name, or undefined. Throws DependencyUnavailable while the list is not synced. */
   revoked(subject: RevocationSubject): Revocation | undefined;
 }
 
@@ -53,7 +57,7 @@ export interface RevocationList {
 export const NO_REVOCATIONS: RevocationList = { revoked: () => undefined };
 
 export interface RevocationObject {
-  readonly metadata?: { readonly name?: string };
+  readonly metadata?: { readonly name?: string; readonly namespace?: string };
   readonly spec?: {
     readonly installation?: { readonly id?: unknown };
     readonly plugin?: { readonly name?: unknown; readonly version?: unknown; readonly definitionHash?: unknown };
@@ -66,8 +70,8 @@ export interface RevocationObject {
  * the API server; this guards a cluster where the CRD was installed without its validation.
  */
 export function revocationOf(obj: RevocationObject): Revocation | { readonly invalid: string } {
-  const name = obj.metadata?.name;
-  if (name === undefined) return { invalid: "no metadata.name" };
+  if (obj.metadata?.name === undefined) return { invalid: "no metadata.name" };
+  const name = watchKey(obj.metadata);
   const spec = obj.spec ?? {};
   const named = [spec.installation, spec.plugin, spec.user].filter((t) => t !== undefined && t !== null);
   if (named.length !== 1) return { invalid: "expected exactly one of spec.installation, spec.plugin, spec.user" };
@@ -117,8 +121,10 @@ export function covers(target: RevocationTarget, subject: RevocationSubject): bo
 }
 
 /**
- * The entries by object name. A deny-list holds a handful of incident entries, so a match is a
- * scan; the set is replaced wholesale on every relist (clear, then put).
+ * The entries by object name (within its namespace, should the CRD be namespaced: two objects of
+ * one name are two entries, and deleting one leaves the other in force). A deny-list holds a
+ * handful of incident entries, so a match is a scan; the set is replaced wholesale on every relist
+ * (clear, then put).
  */
 export class RevocationSet {
   readonly #byName = new Map<string, Revocation>();
@@ -139,9 +145,16 @@ export class RevocationSet {
     this.#byName.clear();
   }
 
+  /**
+   * The covering entry with the least name: every replica names the same entry (in the log, the
+   * metric's scope, can-i) whatever order the entries arrived in.
+   */
   match(subject: RevocationSubject): Revocation | undefined {
-    for (const revocation of this.#byName.values()) if (covers(revocation.target, subject)) return revocation;
-    return undefined;
+    let matched: Revocation | undefined;
+    for (const revocation of this.#byName.values()) {
+      if (covers(revocation.target, subject) && (matched === undefined || revocation.name < matched.name)) matched = revocation;
+    }
+    return matched;
   }
 }
 

@@ -17,6 +17,7 @@ import { type BindingProblem, compileRoleBindings } from "./role-bindings.ts";
 import type { ProviderTrust } from "./subjects.ts";
 import { DependencyUnavailable } from "../authz/errors.ts";
 import type { Cluster } from "../kube/clusters.ts";
+import { type ContestedClaim, logContested, SoleClaims, watchKey } from "../kube/sole-claims.ts";
 import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube/watched-index.ts";
 import { publishInvalidSubject } from "../metrics/events.ts";
 
@@ -43,25 +44,46 @@ export function keepProjectFields(obj: ProjectObject): ProjectObject {
   return { metadata: metadata && keepListWatchMetadata(metadata), spec: spec && { roleBindings: spec.roleBindings } };
 }
 
-/** Compiled Projects by name, and how many jwks subjects name each (provider, audience). */
+/**
+ * Compiled Projects, served by name, and how many jwks subjects name each (provider, audience).
+ * Kept by ListWatch's key (watchKey). A name claimed by more than one object is served by none of
+ * them (sole-claims.ts): the shipped CRD is cluster-scoped, where the API server keeps names
+ * unique; under a namespaced one, a Project created elsewhere under another team's name would
+ * otherwise take its roleBindings on the replicas that heard it last. A contested Project answers
+ * `project-not-found`. Its jwks subjects still count for the providers and audiences named: that
+ * answer is already a union over every Project, whatever order they came in.
+ */
 export class ProjectStore implements IndexStore<ProjectObject> {
-  readonly #byName = new Map<string, CompiledProject>();
+  readonly #byKey = new Map<string, CompiledProject>();
+  readonly #names = new SoleClaims();
   /** provider (discovery endpoint) → audience → number of jwks subjects naming both. */
   readonly #audienceUses = new Map<string, Map<string, number>>();
   readonly #trusts: ProviderTrust;
   readonly #report: (project: string, problems: readonly BindingProblem[]) => void;
+  readonly #onContested: (contest: ContestedClaim) => void;
 
-  constructor(trusts: ProviderTrust, report: (project: string, problems: readonly BindingProblem[]) => void = () => {}) {
+  constructor(
+    trusts: ProviderTrust,
+    report: (project: string, problems: readonly BindingProblem[]) => void = () => {},
+    onContested: (contest: ContestedClaim) => void = () => {},
+  ) {
     this.#trusts = trusts;
     this.#report = report;
+    this.#onContested = onContested;
   }
 
   get size(): number {
-    return this.#byName.size;
+    return this.#byKey.size;
+  }
+
+  /** Names claimed by more than one object now. */
+  get contested(): number {
+    return this.#names.contested;
   }
 
   byName(name: string): CompiledProject | undefined {
-    return this.#byName.get(name);
+    const key = this.#names.owner(name);
+    return key === undefined ? undefined : this.#byKey.get(key);
   }
 
   namesProvider(endpoint: string): boolean {
@@ -78,28 +100,33 @@ export class ProjectStore implements IndexStore<ProjectObject> {
   }
 
   put(obj: ProjectObject): void {
+    const key = watchKey(obj.metadata);
+    this.#forget(key);
     const compiled = compileProject(obj, this.#trusts);
     if (compiled === undefined) return;
     const { project, problems } = compiled;
-    this.#forget(project.name);
-    this.#byName.set(project.name, project);
+    this.#byKey.set(key, project);
     this.#count(project, +1);
+    const contest = this.#names.claim(project.name, key);
+    if (contest !== undefined) this.#onContested(contest);
     if (problems.length > 0) this.#report(project.name, problems);
   }
 
   remove(obj: ProjectObject): void {
-    if (obj.metadata?.name !== undefined) this.#forget(obj.metadata.name);
+    this.#forget(watchKey(obj.metadata));
   }
 
   clear(): void {
-    this.#byName.clear();
+    this.#byKey.clear();
+    this.#names.clear();
     this.#audienceUses.clear();
   }
 
-  #forget(name: string): void {
-    const old = this.#byName.get(name);
+  #forget(key: string): void {
+    const old = this.#byKey.get(key);
     if (old === undefined) return;
-    this.#byName.delete(name);
+    this.#byKey.delete(key);
+    this.#names.release(old.name, key);
     this.#count(old, -1);
   }
 
@@ -129,7 +156,11 @@ export class ProjectIndex implements ProjectLookup {
   constructor(cluster: Cluster, options: ProjectIndexOptions) {
     const { logger } = options;
     this.#clusterId = cluster.id;
-    this.#store = new ProjectStore(options.trusts, (project, problems) => reportProblems(logger, project, problems));
+    this.#store = new ProjectStore(
+      options.trusts,
+      (project, problems) => reportProblems(logger, project, problems),
+      (contest) => logContested(logger, { index: "projects", clusterId: cluster.id, claim: "name" }, contest),
+    );
     this.#watch = new WatchedIndex(cluster, PROJECTS, this.#store, { index: "konfidence project", objects: "projects" }, resolveWatchOptions(options));
   }
 
@@ -151,9 +182,9 @@ export class ProjectIndex implements ProjectLookup {
     return this.#watch.hasSynced;
   }
 
-  /** Projects in the (one) cluster's index, for metrics; shaped like the installation index's. */
-  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined }> {
-    return [{ clusterId: this.#clusterId, size: this.#store.size, synced: this.#watch.synced, hasSynced: this.#watch.hasSynced, lastSyncedAt: this.#watch.lastSyncedAt }];
+  /** Projects in the (one) cluster's index (and their contested names), for metrics; shaped like the installation index's. */
+  sizes(): Array<{ clusterId: string; size: number; contested: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined }> {
+    return [{ clusterId: this.#clusterId, size: this.#store.size, contested: this.#store.contested, synced: this.#watch.synced, hasSynced: this.#watch.hasSynced, lastSyncedAt: this.#watch.lastSyncedAt }];
   }
 
   byName(name: string): CompiledProject | undefined {

@@ -1,15 +1,17 @@
 /**
  * The PluginInstallation index of every cluster (FUN-17 §11: "a local PluginInstallation informer"),
- * keyed by metadata.uid. Fed by a list+watch of plugins.fundament.io/v1 plugininstallations
- * (cluster-scoped), restarted with backoff after any error (watched-index.ts). Until a cluster's
- * index has synced, and whenever its watch is broken, lookups on it throw DependencyUnavailable: a
- * deleted or re-pinned installation must never be served from a view that may be stale. The
- * cluster registry adds a cluster's index when the cluster is registered, and stops and drops it
- * when the cluster is replaced or removed (each cluster's watch is its own: nothing waits on another's).
+ * served by metadata.uid (a uid or name more than one object claims serves none). Fed by a
+ * list+watch of plugins.fundament.io/v1 plugininstallations (cluster-scoped), restarted with backoff
+ * after any error (watched-index.ts). Until a cluster's index has synced, and whenever its watch is
+ * broken, lookups on it throw DependencyUnavailable: a deleted or re-pinned installation must never
+ * be served from a view that may be stale. The cluster registry adds a cluster's index when the
+ * cluster is registered, and stops and drops it when the cluster is replaced or removed (each
+ * cluster's watch is its own: nothing waits on another's).
  */
 import type { KubernetesObject } from "#kubernetes-client";
 import type { Cluster } from "./clusters.ts";
 import { FLEET_LIST_SLOTS } from "./list-slots.ts";
+import { type ContestedClaim, logContested, SoleClaims, watchKey } from "./sole-claims.ts";
 import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
 import { DependencyUnavailable } from "../authz/errors.ts";
 import type { Installation, InstallationLookup } from "../authz/ports.ts";
@@ -63,28 +65,53 @@ export function keepInstallationFields(obj: PluginInstallationObject): PluginIns
   };
 }
 
-/** One cluster's installations by metadata.uid, as its watch last reported them. */
-class InstallationStore implements IndexStore<PluginInstallationObject> {
-  readonly #byUid = new Map<string, Installation>();
-  /**
-   * The uid each name holds now. ListWatch keys its cache by name: an installation deleted and
-   * re-created under the same name while no watch heard it (before a list in place) arrives as an
-   * update of the name, never as a deletion of the old uid, which must go with it.
-   */
-  readonly #uidByName = new Map<string, string>();
+/** Which claim of an installation another object also makes. */
+export type InstallationClaim = "uid" | "name";
+
+/**
+ * One cluster's installations as its watch last reported them, served by metadata.uid. Kept by
+ * ListWatch's key (watchKey): an installation deleted and re-created under its name while no watch
+ * heard it (before a list in place) arrives as an update of that key, never as a deletion of the
+ * old uid, which goes with it.
+ *
+ * An installation is served only while no other object claims its uid or its name (sole-claims.ts):
+ * a token resolves by uid and acts as the ServiceAccount named after the name (plugin-{name}), so
+ * two objects under one name would share that ServiceAccount, and whichever the watch heard last
+ * would win on one replica and lose on another. The shipped CRD is cluster-scoped, where the API
+ * server keeps both unique; a namespaced one, or a server that breaks the rule, makes them
+ * contested, and a contested installation is unknown (403 at the gateway, NOT_FOUND to the mint).
+ */
+export class InstallationStore implements IndexStore<PluginInstallationObject> {
+  readonly #byKey = new Map<string, Installation>();
+  readonly #uids = new SoleClaims();
+  readonly #names = new SoleClaims();
+  readonly #onContested: (claim: InstallationClaim, contest: ContestedClaim) => void;
+
+  constructor(onContested: (claim: InstallationClaim, contest: ContestedClaim) => void = () => {}) {
+    this.#onContested = onContested;
+  }
 
   get size(): number {
-    return this.#byUid.size;
+    return this.#byKey.size;
+  }
+
+  /** Uids and names claimed by more than one object now. */
+  get contested(): number {
+    return this.#uids.contested + this.#names.contested;
   }
 
   get(uid: string): Installation | undefined {
-    return this.#byUid.get(uid);
+    return this.#served(this.#uids.owner(uid));
   }
 
-  /** A scan: only `can-i` asks by name, once per question. */
   named(name: string): Installation | undefined {
-    for (const installation of this.#byUid.values()) if (installation.name === name) return installation;
-    return undefined;
+    return this.#served(this.#names.owner(name));
+  }
+
+  #served(key: string | undefined): Installation | undefined {
+    const installation = key === undefined ? undefined : this.#byKey.get(key);
+    if (installation === undefined) return undefined;
+    return this.#uids.owner(installation.uid) === key && this.#names.owner(installation.name) === key ? installation : undefined;
   }
 
   keep(obj: PluginInstallationObject): PluginInstallationObject {
@@ -92,25 +119,33 @@ class InstallationStore implements IndexStore<PluginInstallationObject> {
   }
 
   put(obj: PluginInstallationObject): void {
+    const key = watchKey(obj.metadata);
+    this.#drop(key);
     const installation = installationOf(obj);
     if (installation === undefined) return;
-    const previous = this.#uidByName.get(installation.name);
-    if (previous !== undefined && previous !== installation.uid) this.#byUid.delete(previous);
-    this.#uidByName.set(installation.name, installation.uid);
-    this.#byUid.set(installation.uid, installation);
+    this.#byKey.set(key, installation);
+    const uidContest = this.#uids.claim(installation.uid, key);
+    const nameContest = this.#names.claim(installation.name, key);
+    if (uidContest !== undefined) this.#onContested("uid", uidContest);
+    if (nameContest !== undefined) this.#onContested("name", nameContest);
   }
 
   remove(obj: PluginInstallationObject): void {
-    const uid = obj.metadata?.uid;
-    if (uid === undefined) return;
-    const removed = this.#byUid.get(uid);
-    this.#byUid.delete(uid);
-    if (removed !== undefined && this.#uidByName.get(removed.name) === uid) this.#uidByName.delete(removed.name);
+    this.#drop(watchKey(obj.metadata));
   }
 
   clear(): void {
-    this.#byUid.clear();
-    this.#uidByName.clear();
+    this.#byKey.clear();
+    this.#uids.clear();
+    this.#names.clear();
+  }
+
+  #drop(key: string): void {
+    const previous = this.#byKey.get(key);
+    if (previous === undefined) return;
+    this.#byKey.delete(key);
+    this.#uids.release(previous.uid, key);
+    this.#names.release(previous.name, key);
   }
 }
 
@@ -142,7 +177,8 @@ export class InstallationIndex implements InstallationLookup {
   }
 
   #indexOf(cluster: Cluster, gatesReadiness: boolean): ClusterInstallationIndex {
-    const store = new InstallationStore();
+    const { logger } = this.#options;
+    const store = new InstallationStore((claim, contest) => logContested(logger, { index: "plugininstallations", clusterId: cluster.id, claim }, contest));
     return { store, watch: new WatchedIndex(cluster, PLUGIN_INSTALLATIONS, store, NAMES, this.#options), attempted: false, gatesReadiness };
   }
 
@@ -201,11 +237,12 @@ export class InstallationIndex implements InstallationLookup {
     return gating.every((index) => index.watch.hasSynced || index.attempted) && all.some((index) => index.watch.hasSynced);
   }
 
-  /** Installations per cluster, for metrics and /readyz?verbose. */
-  sizes(): Array<{ clusterId: string; size: number; synced: boolean; hasSynced: boolean; attempted: boolean; gatesReadiness: boolean; lastSyncedAt: Date | undefined }> {
+  /** Installations per cluster (and their contested uids and names), for metrics and /readyz?verbose. */
+  sizes(): Array<{ clusterId: string; size: number; contested: number; synced: boolean; hasSynced: boolean; attempted: boolean; gatesReadiness: boolean; lastSyncedAt: Date | undefined }> {
     return [...this.#clusters].map(([clusterId, index]) => ({
       clusterId,
       size: index.store.size,
+      contested: index.store.contested,
       synced: index.watch.synced,
       hasSynced: index.watch.hasSynced,
       attempted: index.attempted,

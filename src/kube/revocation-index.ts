@@ -10,6 +10,7 @@
  */
 import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
+import { watchKey } from "./sole-claims.ts";
 import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
 import { DependencyUnavailable } from "../authz/errors.ts";
 import {
@@ -24,8 +25,11 @@ import {
 
 type RevocationResource = RevocationObject & { readonly apiVersion?: string; readonly kind?: string };
 
-/** Feeds the watch into a RevocationSet; an object that is not a valid entry is logged and left out. */
-class RevocationStore implements IndexStore<RevocationResource> {
+/**
+ * Feeds the watch into a RevocationSet, keyed as ListWatch keys the objects (watchKey); an object
+ * that is not a valid entry is logged and left out.
+ */
+export class RevocationStore implements IndexStore<RevocationResource> {
   readonly set = new RevocationSet();
   readonly #logger: Logger;
 
@@ -41,15 +45,15 @@ class RevocationStore implements IndexStore<RevocationResource> {
     const revocation = revocationOf(obj);
     if ("invalid" in revocation) {
       // Left out rather than guessed at; its name stays so a previous valid version is not kept either.
-      this.#logger.error({ revocation: obj.metadata?.name, problem: revocation.invalid }, "revocation object ignored: not a valid entry");
-      if (obj.metadata?.name !== undefined) this.set.remove(obj.metadata.name);
+      this.#logger.error({ revocation: watchKey(obj.metadata), problem: revocation.invalid }, "revocation object ignored: not a valid entry");
+      if (obj.metadata?.name !== undefined) this.set.remove(watchKey(obj.metadata));
       return;
     }
     this.set.put(revocation);
   }
 
   remove(obj: RevocationResource): void {
-    if (obj.metadata?.name !== undefined) this.set.remove(obj.metadata.name);
+    if (obj.metadata?.name !== undefined) this.set.remove(watchKey(obj.metadata));
   }
 
   clear(): void {
