@@ -13,7 +13,7 @@ export interface PluginTokenReplayAudit {
   /** The request's path (a Connect RPC: `/<package>.<Service>/<Method>`). */
   readonly path: string;
   readonly http_method: string;
-  /** Where the token was carried: `bearer` or `cookie`. */
+  /** Where the token was carried: `bearer` (Authorization, any spelling), `cookie` (fundament_auth, any Origin) or `websocket-protocol`. */
   readonly credential: string;
   readonly user: string;
   readonly cluster_id: string;

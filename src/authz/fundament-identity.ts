@@ -5,6 +5,7 @@
 import { type Deny, deny } from "./decision.ts";
 import {
   bearerToken,
+  carriedTokens,
   cookieCredentialAllowed,
   cookieToken,
   type CredentialLookup,
@@ -63,4 +64,39 @@ export async function identify(
     return deny("wrong-audience", "the token is not accepted here");
   }
   return { kind: "identified", claims, source: credential.source, token: credential.token };
+}
+
+/** A PluginToken a request carries, and where. */
+export interface CarriedPluginToken {
+  readonly source: CredentialSource;
+  readonly claims: PluginClaims;
+}
+
+export interface CarriedPluginTokens {
+  /** The first carried token that verifies as a PluginToken, if any. */
+  readonly plugin: CarriedPluginToken | undefined;
+  /** More than MAX_CARRIED_TOKENS tokens: none was verified, the request is to be refused. */
+  readonly tooMany: boolean;
+}
+
+/**
+ * Whether the request carries a PluginToken in any carrier (credentials.ts carriedTokens: every
+ * Authorization token, every fundament_auth cookie whatever the Origin, every WebSocket bearer
+ * subprotocol) other than `read`, the credential identify() verified. identify() reads one
+ * credential, the one the route accepts; the services behind and a probing plugin are not bound
+ * by that choice, so a PluginToken anywhere else must be found too. Throws as verify() does.
+ */
+export async function carriedPluginToken(
+  headers: Readonly<Record<string, string>>,
+  verifier: TokenVerifier,
+  read?: Pick<Identified, "source" | "token">,
+): Promise<CarriedPluginTokens> {
+  const carried = carriedTokens(headers, FUNDAMENT_COOKIE);
+  if (carried.kind === "too-many") return { plugin: undefined, tooMany: true };
+  for (const { source, token } of carried.tokens) {
+    if (source === read?.source && token === read.token) continue;
+    const verified = await verifier.verify(token);
+    if (verified.ok && verified.claims.type === "plugin") return { plugin: { source, claims: verified.claims }, tooMany: false };
+  }
+  return { plugin: undefined, tooMany: false };
 }

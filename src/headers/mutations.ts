@@ -2,7 +2,7 @@
  * Header mutations on allow: what the upstream request gets set, overwritten or removed.
  * Hygiene rules (DESIGN.md "Header hygiene") live here so every policy applies them the same way.
  */
-import { withoutWebsocketBearer } from "../tokens/credentials.ts";
+import { withoutCookie, withoutWebsocketBearer } from "../tokens/credentials.ts";
 
 export interface HeaderMutations {
   /** Set on the upstream request, overwriting whatever the client sent under that name. */
@@ -77,6 +77,20 @@ export function websocketBearerDropped(requestHeaders: Readonly<Record<string, s
   if (rest === protocols) return { set: {}, remove: [] };
   if (rest === undefined || !isSafeHeaderValue(rest)) return { set: {}, remove: ["sec-websocket-protocol"] };
   return { set: { "sec-websocket-protocol": rest }, remove: [] };
+}
+
+/**
+ * The mutations that keep one cookie (a credential) from travelling on while every other cookie
+ * does: the Cookie header rewritten without it, or removed when nothing else is left or when what
+ * is left is not a safe header value (as websocketBearerDropped).
+ */
+export function cookieDropped(requestHeaders: Readonly<Record<string, string>>, cookieName: string): { set: Record<string, string>; remove: string[] } {
+  const cookies = requestHeaders["cookie"];
+  if (cookies === undefined) return { set: {}, remove: [] };
+  const rest = withoutCookie(cookies, cookieName);
+  if (rest === cookies) return { set: {}, remove: [] };
+  if (rest === undefined || !isSafeHeaderValue(rest)) return { set: {}, remove: ["cookie"] };
+  return { set: { cookie: rest }, remove: [] };
 }
 
 /** Visible ASCII and spaces only: no CR, LF, NUL or other control characters, nothing non-ASCII. */

@@ -260,7 +260,7 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
     }),
     pluginAssets(),
     platformApi({ tokens, cookieOrigins, services: new Set(platform.map((s) => s.name)), audit }),
-    publicRoutes({ publicPaths: new Map(platform.map((s) => [s.name, new Set(s.public)])) }),
+    publicRoutes({ publicPaths: new Map(platform.map((s) => [s.name, new Set(s.public)])), issuer: tokenConfig.issuer }),
   ];
 }
 

@@ -104,3 +104,105 @@ export function withoutWebsocketBearer(headerValue: string): string | undefined 
     .filter((p) => p !== "" && !p.startsWith(WEBSOCKET_BEARER_PREFIX));
   return kept.length === 0 ? undefined : kept.join(", ");
 }
+
+/**
+ * Most tokens one request may carry across all its carriers. A request carries one credential, two
+ * when a browser adds its cookie to a Bearer call; more is refused before any is verified, so a
+ * request cannot buy one signature check per token it stuffs into a header.
+ */
+export const MAX_CARRIED_TOKENS = 4;
+
+export interface CarriedToken {
+  readonly source: CredentialSource;
+  readonly token: string;
+}
+
+export type CarriedTokens = { readonly kind: "tokens"; readonly tokens: readonly CarriedToken[] } | { readonly kind: "too-many" };
+
+/**
+ * Every token the request carries wherever a Fundament service or a Kubernetes client library
+ * could read one, whether or not the route reads it as its credential: each compact JWS in
+ * Authorization (any scheme, any spelling, merged values too), each value of the named cookie
+ * (whatever the Origin: the services behind read it without asking), each WebSocket bearer
+ * subprotocol. What is not a compact JWS is no token anyone verifies and is left out.
+ */
+export function carriedTokens(headers: Readonly<Record<string, string>>, cookieName: string): CarriedTokens {
+  const tokens: CarriedToken[] = [];
+  const add = (source: CredentialSource, token: string): boolean => {
+    if (token.length > MAX_TOKEN_LENGTH || !COMPACT_JWS.test(token)) return true;
+    tokens.push({ source, token });
+    return tokens.length <= MAX_CARRIED_TOKENS;
+  };
+  const TOO_MANY: CarriedTokens = { kind: "too-many" };
+  for (const part of (headers["authorization"] ?? "").split(/[\s,]+/)) if (!add("bearer", part)) return TOO_MANY;
+  for (const pair of (headers["cookie"] ?? "").split(/[;,]/)) {
+    const eq = pair.indexOf("=");
+    if (eq !== -1 && pair.slice(0, eq).trim() === cookieName && !add("cookie", pair.slice(eq + 1).trim())) return TOO_MANY;
+  }
+  for (const protocol of (headers["sec-websocket-protocol"] ?? "").split(",")) {
+    const entry = protocol.trim();
+    if (!entry.startsWith(WEBSOCKET_BEARER_PREFIX)) continue;
+    const encoded = entry.slice(WEBSOCKET_BEARER_PREFIX.length);
+    if (!/^[A-Za-z0-9_-]+$/.test(encoded) || encoded.length > MAX_TOKEN_LENGTH * 2) continue;
+    if (!add("websocket-protocol", Buffer.from(encoded, "base64url").toString("latin1"))) return TOO_MANY;
+  }
+  return { kind: "tokens", tokens };
+}
+
+/**
+ * The Cookie header without any pair of the named cookie: the value itself when it holds none,
+ * undefined when nothing else is left. Pairs are separated by `;` as browsers send them and as Go
+ * reads them; a pair that hides the cookie behind a comma (`a=1, name=…`, which cookieToken reads
+ * as two pairs) is dropped whole: the token goes nowhere, whichever reading the upstream makes.
+ * Every other pair goes on verbatim.
+ */
+export function withoutCookie(headerValue: string, cookieName: string): string | undefined {
+  const named = (pair: string) => {
+    const eq = pair.indexOf("=");
+    return eq !== -1 && pair.slice(0, eq).trim() === cookieName;
+  };
+  const segments = headerValue.split(";");
+  const kept = segments.filter((segment) => !segment.split(",").some(named));
+  if (kept.length === segments.length) return headerValue;
+  const rest = kept.map((segment) => segment.trim()).filter((segment) => segment !== "");
+  return rest.length === 0 ? undefined : rest.join("; ");
+}
+
+/**
+ * Whether a header value holds a token the named issuer minted, or one for the named audiences,
+ * read from its claims without verifying it: what decides is what a service behind could accept,
+ * and a token portcullis cannot verify (expired, signed with a key it no longer trusts) may still
+ * verify there. Pure; no key set is consulted.
+ */
+export function holdsTokenOf(value: string | undefined, issuer: string, audiences: readonly string[]): boolean {
+  if (value === undefined) return false;
+  return value.split(/[\s,]+/).some((part) => {
+    if (part.length > MAX_TOKEN_LENGTH || !COMPACT_JWS.test(part)) return false;
+    const claims = unverifiedClaims(part);
+    if (claims === undefined) return false;
+    return Object.entries(claims).some(([name, claim]) => {
+      const key = goFieldName(name);
+      if (key === "iss") return claim === issuer;
+      if (key !== "aud") return false;
+      const auds: unknown[] = typeof claim === "string" ? [claim] : Array.isArray(claim) ? claim : [];
+      return auds.some((a) => typeof a === "string" && audiences.includes(a));
+    });
+  });
+}
+
+/**
+ * A JSON key as Go's encoding/json matches it to a struct field (golang-jwt's claims): without
+ * regard to case, and with U+017F (ſ) folding to s — so `ISS` or `iſs` are the `iss` a Go service reads.
+ */
+function goFieldName(key: string): string {
+  return key.toLowerCase().replaceAll("\u017f", "s");
+}
+
+function unverifiedClaims(token: string): Record<string, unknown> | undefined {
+  try {
+    const payload: unknown = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString("utf8"));
+    return typeof payload === "object" && payload !== null && !Array.isArray(payload) ? (payload as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -301,6 +301,12 @@ const multiple: Case[] = [
   { name: "the cookie on a same-site navigation", expect: "missing-token", headers: { cookie: `fundament_auth=${U}`, "sec-fetch-site": "same-site", "sec-fetch-mode": "navigate" } },
   { name: "the cookie from an unlisted Origin claiming same-origin", expect: "missing-token", headers: { cookie: `fundament_auth=${U}`, origin: "https://plugin-proxy.fundament.io", ...SAME_ORIGIN } },
   { name: "control: Bearer wins over the cookie (browser sends both)", expect: "allow", headers: { ...bearer(P), cookie: `fundament_auth=${U}` } },
+  // The cookie takes a UserToken only: a PluginToken planted there refuses the request, whatever else it carries (and is audited).
+  { name: "a PluginToken cookie beside a UserToken Bearer", expect: "wrong-audience", headers: { ...bearer(U), cookie: `fundament_auth=${P}` } },
+  { name: "a PluginToken cookie beside a PluginToken Bearer", expect: "wrong-audience", headers: { ...bearer(P), cookie: `theme=dark; fundament_auth=${P}` } },
+  { name: "a PluginToken cookie on a navigation (no Origin)", expect: "wrong-audience", headers: { cookie: `fundament_auth=${P}` } },
+  { name: "a UserToken Bearer and a PluginToken subprotocol", expect: "invalid-token", headers: { ...bearer(U), "sec-websocket-protocol": wsBearer(P) } },
+  { name: "five tokens in one request", expect: "invalid-token", headers: { ...bearer(P), cookie: `fundament_auth=${U}; fundament_auth=a.b.c; fundament_auth=d.e.f; fundament_auth=g.h.i` } },
   { name: "control: WebSocket bearer alone", expect: "allow", headers: { "sec-websocket-protocol": `v5.channel.k8s.io, ${wsBearer(P)}` } },
 ];
 

@@ -1,6 +1,6 @@
 /** mutations(): what an allow sets and removes, header hygiene included, row by row. */
 import { describe, expect, it } from "vitest";
-import { bearerCredential, isSafeHeaderValue, mutations, type SafeHeaderValue, safeHeaderValue } from "../../src/headers/mutations.ts";
+import { bearerCredential, cookieDropped, isSafeHeaderValue, mutations, type SafeHeaderValue, safeHeaderValue } from "../../src/headers/mutations.ts";
 
 const TOKEN = safeHeaderValue("eyJhbGciOiJSUzI1NiJ9.e30.c2ln")!;
 
@@ -49,6 +49,18 @@ describe("mutations", () => {
 
   it.each(["a\r\nb", "a\nb", "\u0000", "\u007f", "é", "\u2028", "\ud800", "\t"])("an unsafe value to set (%j) is a programming mistake: TypeError", (value) => {
     expect(() => mutations({}, { "x-fundament-user-id": value })).toThrow(TypeError);
+  });
+});
+
+describe("cookieDropped: the one cookie never travels on, the others do", () => {
+  it.each<{ name: string; headers: Record<string, string>; expected: { set: Record<string, string>; remove: string[] } }>([
+    { name: "no Cookie header", headers: {}, expected: { set: {}, remove: [] } },
+    { name: "not there: untouched", headers: { cookie: "theme=dark;lang=en" }, expected: { set: {}, remove: [] } },
+    { name: "beside others: rewritten", headers: { cookie: `theme=dark; fundament_auth=${TOKEN}` }, expected: { set: { cookie: "theme=dark" }, remove: [] } },
+    { name: "alone: the header removed", headers: { cookie: `fundament_auth=${TOKEN}` }, expected: { set: {}, remove: ["cookie"] } },
+    { name: "beside a value portcullis will not re-emit: the header removed", headers: { cookie: `name=é; fundament_auth=${TOKEN}` }, expected: { set: {}, remove: ["cookie"] } },
+  ])("$name", ({ headers, expected }) => {
+    expect(cookieDropped(headers, "fundament_auth")).toEqual(expected);
   });
 });
 

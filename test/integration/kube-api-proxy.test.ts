@@ -221,6 +221,69 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
   });
 });
 
+/**
+ * DESIGN.md "Audit line": one line per kube-api-proxy PluginToken request, on every outcome —
+ * whichever carrier holds the PluginToken, read as the credential or not. The cookie takes a
+ * UserToken only: a PluginToken there (a plugin page can plant it on the parent domain) refuses the
+ * request, whatever else it carries, and is audited.
+ */
+describe("kube-api-proxy: a PluginToken in any carrier is audited, once", () => {
+  const CONSOLE = "https://console.fundament.io";
+  let consoleServer: TestServer;
+  beforeAll(async () => {
+    consoleServer = await startTestServer(world, testConfig({ tokens: { secrets: [{ env: "PORTCULLIS_TEST_SECRET" }], cookieOrigins: [CONSOLE] } }));
+  });
+  afterAll(async () => consoleServer.stop());
+
+  const PODS = `${base}/api/v1/namespaces/team-a/pods`;
+  const ws = (token: string) => `base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString("base64url")}`;
+  const P = () => pluginToken();
+  const U = () => userToken();
+  const rows: Array<{ name: string; path?: string; headers: () => Promise<Record<string, string>>; outcome: string; audited: boolean }> = [
+    { name: "the issue: the cookie from the Console's Origin", headers: async () => ({ cookie: `fundament_auth=${await P()}`, origin: CONSOLE }), outcome: "wrong-audience", audited: true },
+    { name: "the cookie, same-origin", headers: async () => ({ cookie: `theme=dark; fundament_auth=${await P()}`, "sec-fetch-site": "same-origin" }), outcome: "wrong-audience", audited: true },
+    { name: "the cookie from a plugin page's Origin", headers: async () => ({ cookie: `fundament_auth=${await P()}`, origin: "https://plugin-proxy.fundament.io" }), outcome: "wrong-audience", audited: true },
+    { name: "the cookie with no Origin (a navigation)", headers: async () => ({ cookie: `fundament_auth=${await P()}` }), outcome: "wrong-audience", audited: true },
+    { name: "the cookie behind a comma", headers: async () => ({ cookie: `theme=dark, fundament_auth=${await P()}`, origin: CONSOLE }), outcome: "wrong-audience", audited: true },
+    { name: "the cookie on a proxy subresource (never a credential there)", path: `${base}/api/v1/namespaces/team-a/pods/web-1/proxy/`, headers: async () => ({ cookie: `fundament_auth=${await P()}`, origin: CONSOLE }), outcome: "wrong-audience", audited: true },
+    { name: "the cookie beside a UserToken Bearer", headers: async () => ({ authorization: `Bearer ${await U()}`, cookie: `fundament_auth=${await P()}` }), outcome: "wrong-audience", audited: true },
+    { name: "the cookie beside a PluginToken Bearer", headers: async () => ({ authorization: `Bearer ${await P()}`, cookie: `fundament_auth=${await P()}` }), outcome: "wrong-audience", audited: true },
+    { name: "two cookies of that name, the Console's UserToken first", headers: async () => ({ cookie: `fundament_auth=${await U()}; fundament_auth=${await P()}`, origin: CONSOLE }), outcome: "wrong-audience", audited: true },
+    { name: "Bearer and WebSocket bearer together", headers: async () => ({ authorization: `Bearer ${await P()}`, "sec-websocket-protocol": ws(await P()) }), outcome: "invalid-token", audited: true },
+    { name: "a UserToken Bearer and a PluginToken subprotocol", headers: async () => ({ authorization: `Bearer ${await U()}`, "sec-websocket-protocol": ws(await P()) }), outcome: "invalid-token", audited: true },
+    { name: "two WebSocket bearer subprotocols", headers: async () => ({ "sec-websocket-protocol": `${ws(await P())}, ${ws(await P())}` }), outcome: "invalid-token", audited: true },
+    { name: "two Authorization values merged by Envoy", headers: async () => ({ authorization: `Bearer ${await P()}, Bearer ${await P()}` }), outcome: "invalid-token", audited: true },
+    { name: "more tokens than any client sends", headers: async () => ({ authorization: `Bearer ${await P()}`, cookie: ["a.b.c", "d.e.f", "g.h.i", "j.k.l"].map((v) => `fundament_auth=${v}`).join("; ") }), outcome: "invalid-token", audited: true },
+    { name: "a cluster id that cannot be read, the token in the cookie", path: "/clusters/NOT-A-UUID/api/v1/namespaces/team-a/pods", headers: async () => ({ cookie: `fundament_auth=${await P()}`, origin: CONSOLE }), outcome: "bad-request", audited: true },
+    { name: "control: the subprotocol alone", headers: async () => ({ "sec-websocket-protocol": `v5.channel.k8s.io, ${ws(await P())}` }), outcome: "allowed", audited: true },
+    { name: "control: Bearer, the Console's UserToken cookie beside it", headers: async () => ({ authorization: `Bearer ${await P()}`, cookie: `fundament_auth=${await U()}`, origin: CONSOLE }), outcome: "allowed", audited: true },
+    { name: "control: a UserToken cookie beside a UserToken Bearer", headers: async () => ({ authorization: `Bearer ${await U()}`, cookie: `fundament_auth=${await U()}` }), outcome: "allowed", audited: false },
+    { name: "control: an expired PluginToken in the cookie beside a UserToken Bearer", headers: async () => ({ authorization: `Bearer ${await U()}`, cookie: `fundament_auth=${await pluginToken({}, { exp: Math.floor(Date.now() / 1000) - 600, iat: Math.floor(Date.now() / 1000) - 1200 })}` }), outcome: "allowed", audited: false },
+  ];
+
+  it.each(rows.map((row, i) => ({ ...row, requestId: `req-carrier-${i}` })))("$name → $outcome, audited: $audited", async ({ path, headers, outcome, audited, requestId }) => {
+    const res = await consoleServer.check({ path: path ?? PODS, headers: { ...(await headers()), "x-request-id": requestId }, policy: "kube-api-proxy" });
+    expect(res.allowed ? "allowed" : res.reason).toBe(outcome);
+    if (!res.allowed) expect(res.http).toBe(outcome === "bad-request" ? 400 : 401);
+    const lines = consoleServer.logs.filter((l) => l["audit"] === "plugin_request" && l["request_id"] === requestId);
+    if (!audited) {
+      expect(lines).toEqual([]);
+      return;
+    }
+    expect(lines).toEqual([
+      expect.objectContaining({
+        user: ids.user,
+        cluster_id: ids.cluster,
+        installation_id: ids.installation,
+        pinned_definition_hash: `sha256:${"ab".repeat(32)}`,
+        decision: outcome === "allowed" ? "allowed" : `denied:${outcome}`,
+      }),
+    ]);
+    // What was asked is on the line, an early denial's too (unless the path could not be read).
+    if (outcome !== "bad-request") expect(lines[0]).toMatchObject({ resource: "pods", namespace: "team-a" });
+  });
+});
+
 describe("kube-api-proxy: UserToken path (aud=fundament-user)", () => {
   it("forwards with the user's own per-user ServiceAccount token, from Bearer", async () => {
     const res = await check(`${base}/api/v1/namespaces/team-a/pods`, await bearer(userToken()));

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type CheckResponse, envoyCheckRequest, summarize } from "../support/envoy.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
-import { ids, PINNED_HASH, pluginToken, userToken } from "../support/tokens.ts";
+import { ids, PINNED_HASH, pluginToken, sign, userToken } from "../support/tokens.ts";
 
 const CONSOLE = "https://console.fundament.test";
 const PLUGIN_ORIGIN = "https://plugin-proxy.fundament.test";
@@ -113,13 +113,33 @@ const PLATFORM_EXPECTED: Record<Credential, object> = {
   "user-cookie-plugin-origin": MISSING,
   "plugin-bearer": REPLAY,
   "plugin-cookie": REPLAY,
-  "plugin-cookie-plugin-origin": MISSING,
+  // Not a credential from that Origin, but a PluginToken all the same: the service behind reads the
+  // cookie whatever the Origin (common/auth/auth.go), so it is the same replay.
+  "plugin-cookie-plugin-origin": REPLAY,
   "both-audiences": denied("invalid-token", "the token is not valid: token holds both audiences"),
   expired: denied("invalid-token", "the token is not valid: token expired"),
 };
 
-/** public on allow, whatever was sent: nothing read, nothing required, spoofed identity removed, the rest untouched. */
+/** public on allow: nothing read, nothing required, spoofed identity removed, no Fundament token passed on, the rest untouched. */
 const PUBLIC_ALLOWED = { allowed: true, grpc: 0, set: {}, appendActions: [], removed: ["x-fundament-installation-id", "x-fundament-user-id"] };
+/** …and a Fundament token in Authorization (verified or not: expired, both audiences) removed. */
+const PUBLIC_BEARER_REMOVED = { ...PUBLIC_ALLOWED, removed: ["authorization", ...PUBLIC_ALLOWED.removed] };
+/** …and the fundament_auth cookie removed, the caller's other cookies kept. */
+const PUBLIC_COOKIE_DROPPED = { ...PUBLIC_ALLOWED, set: { cookie: "theme=dark" }, appendActions: ["OVERWRITE_IF_EXISTS_OR_ADD"] };
+
+const PUBLIC_EXPECTED: Record<Credential, object> = {
+  none: PUBLIC_ALLOWED,
+  "user-bearer": PUBLIC_BEARER_REMOVED,
+  "user-cookie-console": PUBLIC_COOKIE_DROPPED,
+  "user-cookie-plugin-origin": PUBLIC_COOKIE_DROPPED,
+  "plugin-bearer": PUBLIC_BEARER_REMOVED,
+  "plugin-cookie": PUBLIC_COOKIE_DROPPED,
+  "plugin-cookie-plugin-origin": PUBLIC_COOKIE_DROPPED,
+  "both-audiences": PUBLIC_BEARER_REMOVED,
+  expired: PUBLIC_BEARER_REMOVED,
+};
+
+const REPLAYED: ReadonlySet<Credential> = new Set(["plugin-bearer", "plugin-cookie", "plugin-cookie-plugin-origin"]);
 
 const TARGETS: Array<Target & { name: string }> = [
   { name: "authn-api GetUserInfo", policy: "platform-api", service: "authn-api", path: "/authn.v1.AuthnService/GetUserInfo" },
@@ -133,8 +153,8 @@ const ROWS = TARGETS.flatMap((target) =>
     name: `${target.name} · ${credential}`,
     target,
     credential,
-    expected: target.policy === "public" ? PUBLIC_ALLOWED : PLATFORM_EXPECTED[credential],
-    replay: target.policy === "platform-api" && (credential === "plugin-bearer" || credential === "plugin-cookie"),
+    expected: target.policy === "public" ? PUBLIC_EXPECTED[credential] : PLATFORM_EXPECTED[credential],
+    replay: target.policy === "platform-api" && REPLAYED.has(credential),
   })),
 );
 
@@ -150,8 +170,11 @@ describe("every platform route × every credential → the exact CheckResponse",
   it.each(ROWS)("$name", async ({ target, credential, expected, replay }) => {
     const linesBefore = replayLines().length;
     const countBefore = await replayCount(target.service, target.path);
-    const res = await check(target, { ...(await CREDENTIALS[credential]()), ...SPOOFED });
+    const headers = { ...(await CREDENTIALS[credential]()), ...SPOOFED };
+    const res = await check(target, headers);
     expect(res).toEqual(expected);
+    // On allow, the one token the row sent (a UserToken) reaches platform-api's service; none reaches a public one.
+    if (res.allowed) expect(tokensIn(upstream(headers, res))).toEqual(target.policy === "public" ? [] : tokensIn(headers));
 
     const lines = replayLines().slice(linesBefore);
     expect(await replayCount(target.service, target.path)).toBe(countBefore + (replay ? 1 : 0));
@@ -173,7 +196,7 @@ describe("every platform route × every credential → the exact CheckResponse",
         plugin_name: "cert-manager",
         plugin_version: "1.4.0",
         definition_hash: PINNED_HASH,
-        origin: credential === "plugin-cookie" ? CONSOLE : "",
+        origin: credential === "plugin-cookie" ? CONSOLE : credential === "plugin-cookie-plugin-origin" ? PLUGIN_ORIGIN : "",
       }),
     ]);
   });
@@ -204,7 +227,7 @@ describe("authn-api MintPluginToken: a PluginToken cannot mint another (FUN-17 �
 /**
  * The credential Fundament's services read (fundament-oss/fundament common/auth/auth.go,
  * Validator.Validate): Authorization only when it starts with exactly "Bearer ", else the
- * fundament_auth cookie.
+ * fundament_auth cookie (the first pair of that name, split on ";").
  */
 function serviceCredential(headers: Readonly<Record<string, string>>): string | undefined {
   const authorization = headers["authorization"] ?? "";
@@ -216,18 +239,101 @@ function serviceCredential(headers: Readonly<Record<string, string>>): string | 
   return undefined;
 }
 
-describe("platform-api: the service reads the token portcullis verified, never a PluginToken beside it", () => {
-  const createKey: Target = { policy: "platform-api", service: "organization-api", path: "/organization.v1.APIKeyService/CreateAPIKey" };
+/** The request as Envoy sends it on after an allow: the client's headers with the mutations applied. */
+function upstream(headers: Readonly<Record<string, string>>, res: Awaited<ReturnType<typeof check>>): Record<string, string> {
+  if (!res.allowed) throw new Error(`refused: ${JSON.stringify(res)}`);
+  const sent: Record<string, string> = { ...headers, ...res.set };
+  for (const name of res.removed) delete sent[name];
+  return sent;
+}
 
-  it.each(["bearer", "BEARER", "BeArEr", " Bearer", "Bearer  "])("Authorization %j <a UserToken> beside a PluginToken cookie", async (scheme) => {
+const WS_BEARER = "base64url.bearer.authorization.k8s.io.";
+const wsBearer = (token: string) => `${WS_BEARER}${Buffer.from(token).toString("base64url")}`;
+
+/** Every token the upstream request carries anywhere: in any header, and inside a WebSocket bearer subprotocol. */
+function tokensIn(headers: Readonly<Record<string, string>>): string[] {
+  const texts = Object.values(headers).flatMap((v) => v.split(/[\s,;=]+/));
+  const decoded = texts.filter((t) => t.startsWith(WS_BEARER)).map((t) => Buffer.from(t.slice(WS_BEARER.length), "base64url").toString());
+  return [...texts, ...decoded].filter((t) => /^[\w-]+\.[\w-]+\.[\w-]+$/.test(t));
+}
+
+/**
+ * One rule for every carrier (FUN-17 §3): a PluginToken anywhere in a platform-api request — beside a
+ * valid UserToken Bearer of any spelling, in the fundament_auth cookie from any Origin, in a
+ * WebSocket bearer subprotocol — is the replay (401 wrong-audience, counted, a plugin_token_replay
+ * line naming the carrier); on allow the service gets exactly one Fundament credential, the verified
+ * UserToken, and the caller's other cookies and subprotocols.
+ */
+describe("platform-api: one rule for every credential carrier", () => {
+  const METHODS: Target[] = [
+    { policy: "platform-api", service: "authn-api", path: "/authn.v1.TokenService/MintPluginToken" },
+    { policy: "platform-api", service: "organization-api", path: "/organization.v1.APIKeyService/CreateAPIKey" },
+  ];
+  /** How the verified UserToken is sent: Authorization in every spelling bearerToken() reads. */
+  const SPELLINGS = ["Bearer", "bearer", "BEARER", "Bearer ", " Bearer"];
+  const CARRIERS: Array<{ name: string; source: "cookie" | "websocket-protocol"; headers: (token: string) => Record<string, string>; kept: Record<string, string> }> = [
+    { name: "fundament_auth cookie from the Console", source: "cookie", headers: (v) => ({ cookie: `theme=dark; fundament_auth=${v}`, origin: CONSOLE }), kept: { cookie: "theme=dark" } },
+    { name: "fundament_auth cookie from a plugin page", source: "cookie", headers: (v) => ({ cookie: `fundament_auth=${v}; theme=dark`, origin: PLUGIN_ORIGIN }), kept: { cookie: "theme=dark" } },
+    { name: "fundament_auth cookie, no Origin", source: "cookie", headers: (v) => ({ cookie: `fundament_auth=${v}` }), kept: {} },
+    { name: "fundament_auth cookie behind a comma", source: "cookie", headers: (v) => ({ cookie: `lang=en; theme=dark, fundament_auth=${v}` }), kept: { cookie: "lang=en" } },
+    { name: "WebSocket bearer subprotocol", source: "websocket-protocol", headers: (v) => ({ "sec-websocket-protocol": `v5.channel.k8s.io, ${wsBearer(v)}` }), kept: { "sec-websocket-protocol": "v5.channel.k8s.io" } },
+    { name: "WebSocket bearer subprotocol alone", source: "websocket-protocol", headers: (v) => ({ "sec-websocket-protocol": wsBearer(v) }), kept: {} },
+  ];
+  const ROWS = METHODS.flatMap((method) => SPELLINGS.flatMap((scheme) => CARRIERS.map((carrier) => ({ name: `${method.path} · ${JSON.stringify(scheme)} <UserToken> · PluginToken in the ${carrier.name}`, method, scheme, carrier }))));
+
+  it.each(ROWS)("$name → refused as a replay", async ({ method, scheme, carrier }) => {
+    const before = replayLines().length;
+    const count = await replayCount(method.service, method.path);
+    const headers = { authorization: `${scheme} ${await t(userToken())}`, ...carrier.headers(await t(pluginToken())), ...SPOOFED };
+    expect(await check(method, headers)).toEqual(REPLAY);
+    expect(await replayCount(method.service, method.path)).toBe(count + 1);
+    expect(replayLines().slice(before)).toEqual([expect.objectContaining({ audit: "plugin_token_replay", service: method.service, path: method.path, credential: carrier.source, installation_id: ids.installation })]);
+  });
+
+  const BESIDE = [
+    { name: "another UserToken", value: () => t(userToken({ sub: ids.otherUser })) },
+    { name: "an expired PluginToken", value: () => t(pluginToken({}, { exp: Math.floor(Date.now() / 1000) - 600, iat: Math.floor(Date.now() / 1000) - 1200 })) },
+    { name: "a PluginToken signed with another secret", value: () => t(pluginToken({}, { secret: "some-other-secret-0123456789abcdef0123456789" })) },
+    { name: "no token at all", value: async () => "deleted" },
+  ];
+  const ALLOWED_ROWS = METHODS.flatMap((method) => SPELLINGS.flatMap((scheme) => CARRIERS.flatMap((carrier) => BESIDE.map((beside) => ({ name: `${method.path} · ${JSON.stringify(scheme)} <UserToken> · ${beside.name} in the ${carrier.name}`, method, scheme, carrier, beside })))));
+
+  it.each(ALLOWED_ROWS)("$name → allowed; the service gets the verified UserToken only", async ({ method, scheme, carrier, beside }) => {
     const user = await t(userToken());
-    const headers = { authorization: `${scheme} ${user}`, ...(await cookie(pluginToken(), CONSOLE)) };
-    const res = await check(createKey, headers);
-    if (!res.allowed) throw new Error(`refused: ${JSON.stringify(res)}`);
-    const upstream: Record<string, string> = { ...headers, ...res.set };
-    for (const name of res.removed) delete upstream[name];
-    expect(serviceCredential(upstream)).toBe(user);
-    expect(res.set["authorization"]).toBe(`Bearer ${user}`);
+    const headers = { authorization: `${scheme} ${user}`, ...carrier.headers(await beside.value()) };
+    const sent = upstream(headers, await check(method, headers));
+    expect(serviceCredential(sent)).toBe(user);
+    expect(tokensIn(sent)).toEqual([user]);
+    expect(sent["authorization"]).toBe(`Bearer ${user}`);
+    // The caller's other cookies and subprotocols go on, exactly.
+    expect({ cookie: sent["cookie"], "sec-websocket-protocol": sent["sec-websocket-protocol"] }).toEqual({ cookie: undefined, "sec-websocket-protocol": undefined, ...carrier.kept });
+  });
+
+  it.each([
+    { name: "the Console's cookie UserToken and a PluginToken subprotocol", headers: async () => ({ ...(await cookie(userToken(), CONSOLE)), "sec-websocket-protocol": wsBearer(await t(pluginToken())) }), source: "websocket-protocol" },
+    { name: "a PluginToken cookie beside the Console's: two cookies of that name", headers: async () => ({ cookie: `fundament_auth=${await t(userToken())}; fundament_auth=${await t(pluginToken())}`, origin: CONSOLE }), source: "cookie" },
+    { name: "a UserToken and a PluginToken merged into one Authorization", headers: async () => ({ authorization: `Bearer ${await t(userToken())}, Bearer ${await t(pluginToken())}` }), source: "bearer" },
+    { name: "a PluginToken subprotocol alone (platform-api reads no subprotocol)", headers: async () => ({ "sec-websocket-protocol": wsBearer(await t(pluginToken())) }), source: "websocket-protocol" },
+  ])("$name → refused as a replay", async ({ headers, source }) => {
+    const before = replayLines().length;
+    expect(await check(METHODS[0]!, await headers())).toEqual(REPLAY);
+    expect(replayLines().slice(before)).toEqual([expect.objectContaining({ credential: source })]);
+  });
+
+  it("the Console's cookie UserToken: the cookie goes on as sent, a bearer subprotocol does not", async () => {
+    const user = await t(userToken());
+    const headers = { cookie: `theme=dark; fundament_auth=${user}`, origin: CONSOLE, "sec-websocket-protocol": `v5.channel.k8s.io, ${wsBearer(await t(userToken({ sub: ids.otherUser })))}` };
+    const sent = upstream(headers, await check(METHODS[1]!, headers));
+    expect(sent["cookie"]).toBe(headers.cookie);
+    expect(sent["sec-websocket-protocol"]).toBe("v5.channel.k8s.io");
+    expect(serviceCredential(sent)).toBe(user);
+    expect(tokensIn(sent)).toEqual([user]);
+  });
+
+  it("more tokens than any client sends are refused unread", async () => {
+    const user = await t(userToken());
+    const stuffed = { authorization: `Bearer ${user}`, cookie: ["a.b.c", "d.e.f", "g.h.i", "j.k.l"].map((v) => `fundament_auth=${v}`).join("; ") };
+    expect(await check(METHODS[0]!, stuffed)).toEqual(denied("invalid-token", "too many credentials"));
   });
 });
 
@@ -261,13 +367,56 @@ describe("platform-api: the rest of the gate", () => {
 });
 
 describe("public", () => {
+  /** An API key as authn-api issues them (common/apitoken: fun_ + 30 base62 + a 6-character checksum). */
+  const API_KEY = "fun_0123456789ABCDEFGHIJKLMNOPQRSTabcdef";
   it.each<{ name: string; path: string; headers: Record<string, string> }>([
-    { name: "API-key exchange: the key goes on in Authorization", path: "/authn.v1.TokenService/ExchangeToken", headers: { authorization: "Bearer fun_0123456789abcdef" } },
+    { name: "API-key exchange: the key goes on in Authorization", path: "/authn.v1.TokenService/ExchangeToken", headers: { authorization: `Bearer ${API_KEY}` } },
     { name: "login", path: "/login", headers: {} },
-    { name: "OIDC callback with its state cookie", path: "/callback", headers: { cookie: "oidc_state=abc" } },
-  ])("$name: allowed, credentials untouched, spoofed identity removed", async ({ path, headers }) => {
+    { name: "OIDC callback with its state cookie (authn-api's fundament_session)", path: "/callback", headers: { cookie: "fundament_session=MTcwMDAwMDAwMHxEdi1CQkFFQ180SUFBUkFCRUFBQV98" } },
+  ])("$name: allowed, what the endpoint reads untouched, spoofed identity removed", async ({ path, headers }) => {
     const res = await check({ policy: "public", service: "authn-api", path, method: "GET" }, { ...headers, ...SPOOFED });
     expect(res).toEqual(PUBLIC_ALLOWED);
+  });
+
+  const definition: Target = { policy: "public", service: "organization-api", path: "/organization.v1.PluginService/GetPluginDefinition" };
+  const exchange: Target = { policy: "public", service: "authn-api", path: "/authn.v1.TokenService/ExchangeToken" };
+  const callback: Target = { policy: "public", service: "authn-api", path: "/callback", method: "GET" };
+
+  /** Every carrier of a Fundament token × the public endpoints: none reaches the service, nothing is refused, nothing else is lost. */
+  const CARRIED: Array<{ name: string; headers: (token: string) => Record<string, string>; kept: Record<string, string> }> = [
+    ...["Bearer", "bearer", "BEARER", "Bearer ", " Bearer"].map((scheme) => ({ name: `Authorization ${JSON.stringify(scheme)}`, headers: (v: string) => ({ authorization: `${scheme} ${v}` }), kept: {} })),
+    { name: "Authorization, two values merged", headers: (v) => ({ authorization: `Bearer ${API_KEY}, Bearer ${v}` }), kept: {} },
+    { name: "the fundament_auth cookie from the Console", headers: (v) => ({ cookie: `fundament_session=s1; fundament_auth=${v}; theme=dark`, origin: CONSOLE }), kept: { cookie: "fundament_session=s1; theme=dark" } },
+    { name: "the fundament_auth cookie from a plugin page", headers: (v) => ({ cookie: `fundament_auth=${v}`, origin: PLUGIN_ORIGIN }), kept: {} },
+    { name: "the WebSocket bearer subprotocol", headers: (v) => ({ "sec-websocket-protocol": `v5.channel.k8s.io, ${wsBearer(v)}` }), kept: { "sec-websocket-protocol": "v5.channel.k8s.io" } },
+  ];
+  const TOKENS = [
+    { token: "a PluginToken", mint: () => t(pluginToken()) },
+    { token: "a UserToken", mint: () => t(userToken()) },
+    { token: "an expired PluginToken", mint: () => t(pluginToken({}, { exp: Math.floor(Date.now() / 1000) - 600, iat: Math.floor(Date.now() / 1000) - 1200 })) },
+    { token: "a PluginToken signed with a secret portcullis does not hold", mint: () => t(pluginToken({}, { secret: "some-other-secret-0123456789abcdef0123456789" })) },
+  ];
+  const PUBLIC_ROWS = [definition, exchange, callback].flatMap((target) => CARRIED.flatMap((carrier) => TOKENS.map((token) => ({ name: `${target.path} · ${token.token} in ${carrier.name}`, target, carrier, token }))));
+
+  it.each(PUBLIC_ROWS)("$name → allowed, the service receives no Fundament token", async ({ target, carrier, token }) => {
+    const before = replayLines().length;
+    const headers = carrier.headers(await token.mint());
+    const sent = upstream(headers, await check(target, headers));
+    expect(tokensIn(sent)).toEqual([]);
+    expect(serviceCredential(sent)).toBeUndefined();
+    expect({ cookie: sent["cookie"], "sec-websocket-protocol": sent["sec-websocket-protocol"] }).toEqual({ cookie: undefined, "sec-websocket-protocol": undefined, ...carrier.kept });
+    // Nothing is refused or counted on a public route: none of them reads a Fundament token.
+    expect(replayLines().slice(before)).toEqual([]);
+  });
+
+  it.each([
+    { name: "the API key beside a PluginToken cookie: the key goes on, the cookie does not", headers: async () => ({ authorization: `Bearer ${API_KEY}`, cookie: `fundament_auth=${await t(pluginToken())}` }), authorization: `Bearer ${API_KEY}` },
+    { name: "a workload's ServiceAccount token (another issuer's JWT) goes on", headers: async () => ({ authorization: `Bearer ${await sign({ sub: "system:serviceaccount:ci:deployer", aud: "authn-api" }, { issuer: "https://kubernetes.default.svc.cluster.local" })}` }), authorization: "same" },
+  ])("$name", async ({ headers, authorization }) => {
+    const sent = await headers();
+    const forwarded = upstream(sent, await check(exchange, sent));
+    expect(forwarded["authorization"]).toBe(authorization === "same" ? sent.authorization : authorization);
+    expect(forwarded["cookie"]).toBeUndefined();
   });
 
   it.each([

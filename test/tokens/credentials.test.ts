@@ -1,6 +1,15 @@
 /** Where credentials are read from: a table per source, adversarial values included. */
 import { describe, expect, it } from "vitest";
-import { bearerToken, cookieCredentialAllowed, cookieToken, websocketBearerToken, withoutWebsocketBearer } from "../../src/tokens/credentials.ts";
+import {
+  bearerToken,
+  carriedTokens,
+  cookieCredentialAllowed,
+  cookieToken,
+  holdsTokenOf,
+  websocketBearerToken,
+  withoutCookie,
+  withoutWebsocketBearer,
+} from "../../src/tokens/credentials.ts";
 
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
 
@@ -92,5 +101,73 @@ describe("websocketBearerToken", () => {
     { name: "no bearer", value: "v5.channel.k8s.io, v4.channel.k8s.io", expected: "v5.channel.k8s.io, v4.channel.k8s.io" },
   ])("withoutWebsocketBearer: $name", ({ value, expected }) => {
     expect(withoutWebsocketBearer(value)).toBe(expected);
+  });
+});
+
+describe("carriedTokens: every token in any carrier, read as the credential or not", () => {
+  const A = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnYQ";
+  const B = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJiIn0.c2lnYg";
+  const ws = (token: string) => `base64url.bearer.authorization.k8s.io.${Buffer.from(token).toString("base64url")}`;
+  it.each<{ name: string; headers: Record<string, string>; expected: Array<[string, string]> | "too-many" }>([
+    { name: "nothing", headers: { cookie: "theme=dark", "sec-websocket-protocol": "v5.channel.k8s.io" }, expected: [] },
+    { name: "Bearer, any spelling", headers: { authorization: `  bEaReR   ${A} ` }, expected: [["bearer", A]] },
+    { name: "a scheme portcullis refuses still carries its token", headers: { authorization: `Basic ${A}` }, expected: [["bearer", A]] },
+    { name: "merged Authorization values", headers: { authorization: `Bearer ${A}, Bearer ${B}` }, expected: [["bearer", A], ["bearer", B]] },
+    { name: "the cookie, whatever the Origin", headers: { cookie: `theme=dark; fundament_auth=${A}`, origin: "https://evil.example" }, expected: [["cookie", A]] },
+    { name: "the cookie twice, and behind a comma", headers: { cookie: `fundament_auth=${A}; x=1, fundament_auth=${B}` }, expected: [["cookie", A], ["cookie", B]] },
+    { name: "a similar cookie name is not the cookie", headers: { cookie: `xfundament_auth=${A}; fundament_auth_=${B}` }, expected: [] },
+    { name: "a cookie value that is no token", headers: { cookie: "fundament_auth=deleted" }, expected: [] },
+    { name: "the subprotocol", headers: { "sec-websocket-protocol": `v5.channel.k8s.io, ${ws(A)}` }, expected: [["websocket-protocol", A]] },
+    { name: "a subprotocol that is not base64url is no token", headers: { "sec-websocket-protocol": "base64url.bearer.authorization.k8s.io.a+b" }, expected: [] },
+    { name: "every carrier at once", headers: { authorization: `Bearer ${A}`, cookie: `fundament_auth=${B}`, "sec-websocket-protocol": ws(B) }, expected: [["bearer", A], ["cookie", B], ["websocket-protocol", B]] },
+    { name: "four tokens: the most a request may carry", headers: { authorization: `Bearer ${A}`, cookie: `fundament_auth=${A}; fundament_auth=${A}; fundament_auth=${A}` }, expected: [["bearer", A], ["cookie", A], ["cookie", A], ["cookie", A]] },
+    { name: "five tokens", headers: { authorization: `Bearer ${A}`, cookie: `fundament_auth=${A}; fundament_auth=${A}; fundament_auth=${A}; fundament_auth=${A}` }, expected: "too-many" },
+    { name: "a 3 MB cookie full of tokens stops at the fifth", headers: { cookie: `fundament_auth=${A}; `.repeat(40_000) }, expected: "too-many" },
+  ])("$name", ({ headers, expected }) => {
+    const carried = carriedTokens(headers, "fundament_auth");
+    expect(carried).toEqual(expected === "too-many" ? { kind: "too-many" } : { kind: "tokens", tokens: expected.map(([source, token]) => ({ source, token })) });
+  });
+});
+
+describe("withoutCookie: one cookie removed, every other pair verbatim", () => {
+  it.each([
+    { name: "absent: the value itself", value: "theme=dark;lang=en", expected: "theme=dark;lang=en" },
+    { name: "first", value: `fundament_auth=${JWT}; theme=dark`, expected: "theme=dark" },
+    { name: "last", value: `theme=dark; fundament_auth=${JWT}`, expected: "theme=dark" },
+    { name: "middle", value: `a=1; fundament_auth=${JWT}; b=2`, expected: "a=1; b=2" },
+    { name: "only", value: `fundament_auth=${JWT}`, expected: undefined },
+    { name: "twice", value: `fundament_auth=${JWT}; a=1; fundament_auth=x`, expected: "a=1" },
+    { name: "padded name", value: `a=1;  fundament_auth =${JWT}`, expected: "a=1" },
+    { name: "behind a comma: that segment goes whole", value: `a=1; b=2, fundament_auth=${JWT}; c=3`, expected: "a=1; c=3" },
+    { name: "a comma inside another cookie's value stays", value: "prefs=a,b; theme=dark", expected: "prefs=a,b; theme=dark" },
+    { name: "similar names stay", value: "xfundament_auth=1; fundament_auth_x=2; fundament_auth=3", expected: "xfundament_auth=1; fundament_auth_x=2" },
+    { name: "a value holding the name stays", value: "next=fundament_auth=1", expected: "next=fundament_auth=1" },
+  ])("$name", ({ value, expected }) => {
+    expect(withoutCookie(value, "fundament_auth")).toBe(expected);
+  });
+});
+
+describe("holdsTokenOf: a token the issuer minted, or one for its audiences, read unverified", () => {
+  const jws = (payload: unknown) => `eyJhbGciOiJIUzI1NiJ9.${Buffer.from(typeof payload === "string" ? payload : JSON.stringify(payload)).toString("base64url")}.c2ln`;
+  const ISSUER = "fundament-authn-api";
+  const AUDIENCES = ["fundament-user", "fundament-plugin"];
+  it.each([
+    { name: "absent", value: undefined, holds: false },
+    { name: "an API key", value: "Bearer fun_0123456789ABCDEFGHIJKLMNOPQRSTabcdef", holds: false },
+    { name: "a PluginToken", value: `Bearer ${jws({ iss: ISSUER, aud: "fundament-plugin" })}`, holds: true },
+    { name: "a UserToken, lower-case scheme", value: `bearer ${jws({ iss: ISSUER, aud: ["fundament-user"] })}`, holds: true },
+    { name: "the issuer's token for another audience", value: `Bearer ${jws({ iss: ISSUER, aud: "dcim-api" })}`, holds: true },
+    { name: "another issuer's token for a Fundament audience", value: `Bearer ${jws({ iss: "someone", aud: ["x", "fundament-plugin"] })}`, holds: true },
+    { name: "a workload's ServiceAccount token", value: `Bearer ${jws({ iss: "https://kubernetes.default.svc", aud: ["authn-api"], sub: "system:serviceaccount:ci:deployer" })}`, holds: false },
+    { name: "claim names in another case (Go's encoding/json reads them)", value: `Bearer ${jws({ ISS: ISSUER })}`, holds: true },
+    { name: "ſ for s (Go folds it)", value: `Bearer ${jws({ "iſs": ISSUER })}`, holds: true },
+    { name: "AUD in capitals", value: `Bearer ${jws({ AUD: ["fundament-user"] })}`, holds: true },
+    { name: "behind another value merged by Envoy", value: `Bearer fun_0123456789ABCDEFGHIJKLMNOPQRSTabcdef, Bearer ${jws({ iss: ISSUER })}`, holds: true },
+    { name: "no scheme", value: jws({ iss: ISSUER }), holds: true },
+    { name: "a payload that is not JSON", value: `Bearer ${jws("not json")}`, holds: false },
+    { name: "a payload that is an array", value: `Bearer ${jws([ISSUER])}`, holds: false },
+    { name: "an issuer that only starts alike", value: `Bearer ${jws({ iss: `${ISSUER}/` })}`, holds: false },
+  ])("$name → $holds", ({ value, holds }) => {
+    expect(holdsTokenOf(value, ISSUER, AUDIENCES)).toBe(holds);
   });
 });

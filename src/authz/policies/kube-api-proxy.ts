@@ -6,10 +6,16 @@
  *  - PluginToken: the gates of §11 in order, then the plugin installation's ServiceAccount token is
  *    injected, so the cluster caps the call at the plugin's RBAC after the gateway capped it at the
  *    user's: effective permission is exactly user ∩ plugin.
+ * Every request that carries a PluginToken writes one audit line, on every outcome (DESIGN.md "Audit
+ * line"), whichever carrier holds it: the cookie takes a UserToken only, and a PluginToken found
+ * there — planted by a plugin page on the parent domain, say — refuses the request 401
+ * `wrong-audience` whatever else it carries; a PluginToken beside another credential, or in a
+ * carrier the request's form does not read (the cookie on a proxy subresource, an Origin the
+ * Console does not have), is audited with the denial the request gets.
  */
 import { decisionLabel, type AuditSink, type PluginRequestAudit } from "../../audit/plugin-request.ts";
-import { allow, type Decision, deny } from "../decision.ts";
-import { identify, type AcceptedCredentials } from "../fundament-identity.ts";
+import { allow, type Decision, deny, type Deny } from "../decision.ts";
+import { carriedPluginToken, identify, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
 import type {
   AccessAttributes,
@@ -93,6 +99,8 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
       const kube = readKubeRequest(request, target.rest);
       const identity = await identify(request.headers, relaysPages(kube.asked) ? ACCEPTED_ON_PROXY : ACCEPTED, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
+      const carried = await otherCarriers(request, identity, deps);
+      if (carried !== undefined) return carried.claims === undefined ? carried.denial : auditedDenial(request, carried.claims, kube.asked, carried.denial, deps);
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
       return claims.type === "user"
@@ -103,27 +111,54 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
 }
 
 /**
- * A gateway path whose cluster id cannot be read is a 400 whoever asks; a PluginToken request is still
- * audited, as on every outcome (DESIGN.md "Audit line"). The token is read only for that line.
+ * What the carriers identify() did not take as the credential change: a PluginToken in the cookie
+ * (UserToken only) refuses the request; one elsewhere makes identify()'s denial an audited one; too
+ * many tokens are refused unread. The denial, with the PluginToken it is audited for (the request's
+ * own when identify() took one); undefined when nothing changes.
  */
-async function malformedGatewayPath(request: HttpRequest, detail: string, deps: KubeApiProxyDeps): Promise<Decision> {
-  const denial = deny("bad-request", detail);
-  let claims: PluginClaims | undefined;
-  try {
-    const identity = await identify(request.headers, ACCEPTED, deps.tokens, deps.cookieOrigins);
-    if (identity.kind !== "deny" && identity.claims.type === "plugin") claims = identity.claims;
-  } catch {
-    // Not knowing who asked does not change the answer.
-  }
-  if (claims === undefined) return denial;
+async function otherCarriers(
+  request: HttpRequest,
+  identity: Identified | Deny,
+  deps: KubeApiProxyDeps,
+): Promise<{ readonly denial: Deny; readonly claims: PluginClaims | undefined } | undefined> {
+  const read = identity.kind === "deny" ? undefined : identity;
+  const carried = await carriedPluginToken(request.headers, deps.tokens, read);
+  // Traced only when they matter: nearly every request carries one credential.
+  if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", carried.tooMany ? "too many tokens" : `plugin token in ${carried.plugin!.source}`);
+  const own = read?.claims.type === "plugin" ? read.claims : undefined;
+  const claims = own ?? carried.plugin?.claims;
+  if (carried.tooMany) return { denial: deny("invalid-token", "too many credentials"), claims };
+  if (carried.plugin === undefined) return undefined;
+  const denial = carried.plugin.source === "cookie" || identity.kind !== "deny" ? deny("wrong-audience", "the token is not accepted here") : identity;
+  return { denial, claims };
+}
+
+/** A PluginToken request refused before its gates, audited with what was asked and the pin at request time. */
+function auditedDenial(request: HttpRequest, claims: PluginClaims, asked: RequestInfo | undefined, denial: Deny, deps: KubeApiProxyDeps): Deny {
   let pinnedDefinitionHash = "";
   try {
     pinnedDefinitionHash = tokenInstallation(claims, deps)?.definitionHash ?? "";
   } catch {
     // Unsynced: the pin is unknown ("").
   }
-  deps.audit.pluginRequest(auditLine(request, claims, { info: undefined, pinnedDefinitionHash }, decisionLabel(denial)));
+  deps.audit.pluginRequest(auditLine(request, claims, { info: asked, pinnedDefinitionHash }, decisionLabel(denial)));
   return denial;
+}
+
+/**
+ * A gateway path whose cluster id cannot be read is a 400 whoever asks; a request carrying a
+ * PluginToken, in any carrier, is still audited, as on every outcome (DESIGN.md "Audit line"). The
+ * tokens are read only for that line.
+ */
+async function malformedGatewayPath(request: HttpRequest, detail: string, deps: KubeApiProxyDeps): Promise<Decision> {
+  const denial = deny("bad-request", detail);
+  let claims: PluginClaims | undefined;
+  try {
+    claims = (await carriedPluginToken(request.headers, deps.tokens)).plugin?.claims;
+  } catch {
+    // Not knowing who asked does not change the answer.
+  }
+  return claims === undefined ? denial : auditedDenial(request, claims, undefined, denial, deps);
 }
 
 /** The installation the PluginToken names, from the index of the cluster it is bound to. Throws while that index is not synced. */

@@ -4,24 +4,27 @@
  *  - UserToken only (aud=fundament-user), from `Authorization: Bearer` (functl, the Terraform
  *    provider, API-key exchange results) or the `fundament_auth` cookie from a Console origin, with
  *    the same verification as kube-api-proxy (issuer, algorithm, expiry, secret rotation);
- *  - a PluginToken is refused 401 `wrong-audience`: "a plugin holding a PluginToken could replay it
- *    against organization-api/CreateAPIKey and obtain a long-lived token". It is counted and logged
- *    as a security event, and so authn-api's MintPluginToken accepts a UserToken only: a PluginToken
- *    cannot mint another;
- *  - on allow the credential goes on unchanged (the services still validate it themselves: defence
- *    in depth) and portcullis adds the identity it verified. Client-sent x-fundament-* never reach them.
- *    A Bearer the client spelled otherwise (`bearer`, extra blanks) goes on as `Bearer <token>`:
- *    Fundament's services (common/auth/auth.go) take Authorization only when it starts with exactly
- *    "Bearer " and otherwise fall back to the fundament_auth cookie, which portcullis did not read — a
- *    PluginToken there would pass the wall behind `authorization: bearer <a UserToken>`.
+ *  - a PluginToken is refused 401 `wrong-audience` wherever the request carries it — Authorization
+ *    in any spelling, the fundament_auth cookie from any Origin, a WebSocket bearer subprotocol —,
+ *    not only where portcullis reads its credential: "a plugin holding a PluginToken could replay
+ *    it against organization-api/CreateAPIKey and obtain a long-lived token". Fundament's services
+ *    read Authorization only when it starts with exactly "Bearer " and otherwise fall back to the
+ *    cookie (common/auth/auth.go), whatever its Origin. It is counted and logged as a security
+ *    event, and so authn-api's MintPluginToken accepts a UserToken only: a PluginToken cannot mint
+ *    another. More than MAX_CARRIED_TOKENS tokens in one request are refused `invalid-token` unread;
+ *  - on allow the service receives exactly one Fundament credential, the UserToken verified here
+ *    (the services still validate it themselves: defence in depth), and portcullis adds the identity
+ *    it verified: a Bearer the client spelled otherwise (`bearer`, extra blanks) goes on as
+ *    `Bearer <token>`, and beside it the fundament_auth cookie is removed (its other cookies go
+ *    on); a WebSocket bearer subprotocol never goes on. Client-sent x-fundament-* never reach them.
  */
 import type { AuditSink } from "../../audit/plugin-request.ts";
 import { allow, deny, type Decision } from "../decision.ts";
-import { identify, type AcceptedCredentials } from "../fundament-identity.ts";
+import { carriedPluginToken, FUNDAMENT_COOKIE, identify, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
 import { passed, trace } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
-import { mutations } from "../../headers/mutations.ts";
+import { cookieDropped, mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { publishPluginTokenReplay } from "../../metrics/events.ts";
 import { isUuid } from "../../tokens/claim-formats.ts";
 import type { CredentialSource } from "../../tokens/credentials.ts";
@@ -66,32 +69,51 @@ export function platformApi(deps: PlatformApiDeps): Policy {
       if (!passed("platform-service", service !== undefined)) return deny("no-policy", "no platform service is configured for this route");
       const identity = await identify(request.headers, READ, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
-      if (identity.kind === "deny") return identity;
+      if (identity.kind === "deny") return (await otherCarriers(request, service!, undefined, deps)) ?? identity;
       const { claims } = identity;
       // aud=fundament-user: a PluginToken here is the cross-service replay of FUN-17 §3.
       trace("user-audience", claims.type === "user" ? "pass" : "fail");
-      if (claims.type === "plugin") {
-        replayRefused(request, service!, identity.source, claims, deps.audit);
-        return deny("wrong-audience", "the token is not accepted here");
-      }
-      return userRequest(request, identity.token, identity.source, claims);
+      if (claims.type === "plugin") return replayRefused(request, service!, identity.source, claims, deps.audit);
+      return (await otherCarriers(request, service!, identity, deps)) ?? userRequest(request, identity.token, identity.source, claims);
     },
   };
 }
 
-/** The credential goes on as it came (a Bearer in its canonical spelling); the verified identity is added. */
+/**
+ * A PluginToken in a carrier portcullis did not read is the same replay: the service behind may
+ * read it (the module comment). Undefined when the other carriers hold none.
+ */
+async function otherCarriers(request: HttpRequest, service: string, read: Identified | undefined, deps: PlatformApiDeps): Promise<Decision | undefined> {
+  const carried = await carriedPluginToken(request.headers, deps.tokens, read);
+  // Traced only when they matter: nearly every request carries one credential.
+  if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", carried.tooMany ? "too many tokens" : `plugin token in ${carried.plugin!.source}`);
+  if (carried.plugin !== undefined) return replayRefused(request, service, carried.plugin.source, carried.plugin.claims, deps.audit);
+  return carried.tooMany ? deny("invalid-token", "too many credentials") : undefined;
+}
+
+/** The service gets the verified UserToken and no other Fundament credential, and the verified identity. */
 function userRequest(request: HttpRequest, token: string, source: CredentialSource, claims: UserClaims): Decision {
   // Claims become header values only once they are known to be UUIDs (no separators, no CR/LF).
   if (!passed("organization-ids", claims.organizationIds.every(isUuid))) return deny("invalid-token", "the token's organization_ids are not UUIDs");
   const set: Record<string, string> = { [IDENTITY_HEADERS.userId]: claims.sub };
   // Without organizations the header is absent (and a client-sent one removed), never empty.
   if (claims.organizationIds.length > 0) set[IDENTITY_HEADERS.organizationIds] = claims.organizationIds.join(",");
-  // The upstream must read the token verified here, not the cookie beside it (the module comment).
-  if (source === "bearer" && request.headers["authorization"] !== `Bearer ${token}`) set["authorization"] = `Bearer ${token}`;
-  return allow(mutations(request.headers, set));
+  const remove: string[] = [];
+  // The upstream must read the token verified here, and find no other beside it (the module comment).
+  if (source === "bearer") {
+    if (request.headers["authorization"] !== `Bearer ${token}`) set["authorization"] = `Bearer ${token}`;
+    const cookie = cookieDropped(request.headers, FUNDAMENT_COOKIE);
+    Object.assign(set, cookie.set);
+    remove.push(...cookie.remove);
+  }
+  const ws = websocketBearerDropped(request.headers);
+  Object.assign(set, ws.set);
+  remove.push(...ws.remove);
+  return allow(mutations(request.headers, set, remove));
 }
 
-function replayRefused(request: HttpRequest, service: string, credential: string, claims: PluginClaims, audit: PlatformApiDeps["audit"]): void {
+/** The replay is refused, counted and logged. */
+function replayRefused(request: HttpRequest, service: string, credential: CredentialSource, claims: PluginClaims, audit: PlatformApiDeps["audit"]): Decision {
   publishPluginTokenReplay(service, request.path.slice(0, MAX_METHOD_LABEL));
   audit.pluginTokenReplay({
     audit: "plugin_token_replay",
@@ -109,4 +131,5 @@ function replayRefused(request: HttpRequest, service: string, credential: string
     origin: request.headers["origin"] ?? "",
     request_id: request.requestId,
   });
+  return deny("wrong-audience", "the token is not accepted here");
 }
