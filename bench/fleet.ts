@@ -34,7 +34,7 @@ import { startProcess, type ServerProcess } from "./processes.ts";
 import type { MemoryReport } from "./servers/common.ts";
 import type { FleetCounts, FleetFakesInfo } from "./servers/fleet-fakes.ts";
 import { clusterToken } from "./servers/fleet-fakes.ts";
-import { benchUuid, envoyCheck, userId, writeDataFile } from "./workload.ts";
+import { BENCH_TOKEN_LIFETIMES, BENCH_TOKEN_SECONDS, benchUuid, envoyCheck, userId, writeDataFile } from "./workload.ts";
 
 export interface FleetOptions {
   readonly workDir: string;
@@ -156,7 +156,7 @@ interface FleetRequest {
 }
 
 async function requestSet(users: { from: number; count: number }, clusterOf: (i: number) => string, installationOf: (i: number) => number, installations: FleetFakesInfo["installations"]): Promise<FleetRequest[]> {
-  const exp = Math.floor(Date.now() / 1000) + HOUR_MS / 1000;
+  const exp = Math.floor(Date.now() / 1000) + BENCH_TOKEN_SECONDS;
   return Promise.all(
     Array.from({ length: users.count }, async (_, j) => {
       const i = users.from + j;
@@ -306,7 +306,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
         // Deadlines far above a fake's answer: the cold pass counts calls, and on a loaded machine a
         // timed-out call would be a 503 and a second call, not a figure about the fleet.
         check: { timeoutMs: 10_000 },
-        tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }] },
+        tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }], maxLifetimeSeconds: BENCH_TOKEN_LIFETIMES },
         // TTLs longer than the run: each key is fetched once per replica, so calls count keys.
         openfga: { apiUrl: info.openfgaUrl, storeId: info.storeId, timeoutMs: 8_000, allowTtlMs: HOUR_MS },
         kube: { sar: { timeoutMs: 8_000, allowTtlMs: HOUR_MS }, tokenRequest: { timeoutMs: 8_000 } },

@@ -26,7 +26,7 @@ import { createLogging } from "../src/server/logging.ts";
 import { createMetrics } from "../src/metrics/prometheus.ts";
 import { SECRET } from "../test/support/tokens.ts";
 import { warmPorts } from "./warm-ports.ts";
-import { assetRequests, benchWorld, pluginTokenRequests, userTokenRequests } from "./workload.ts";
+import { assetRequests, BENCH_TOKEN_LIFETIMES, benchWorld, pluginTokenRequests, userTokenRequests } from "./workload.ts";
 
 const { values } = parseArgs({
   options: { scenario: { type: "string", default: "plugin-token" }, checks: { type: "string", default: "200000" }, json: { type: "boolean", default: false }, "pace-us": { type: "string", default: "0" } },
@@ -47,7 +47,7 @@ const wire = requests.map((r) => method.requestSerialize(r));
 process.env["PORTCULLIS_BENCH_SECRET"] = SECRET;
 const config = configSchema.parse({
   logLevel: "info",
-  tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }] },
+  tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }], maxLifetimeSeconds: BENCH_TOKEN_LIFETIMES },
   openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01HVMMBCMGZNT3SED4Z17ECXCA" },
   clusters: world.clusterIds.map((id) => ({ id, kubeconfig: "/nonexistent" })),
 });

@@ -17,7 +17,7 @@ import { pluginClaims, sign } from "../test/support/tokens.ts";
 import { rssBytes } from "./ghz.ts";
 import { type MemoryReport, rssOf } from "./servers/common.ts";
 import { startProcess } from "./processes.ts";
-import { BENCH_CLUSTER, benchWorld, envoyCheck, userId } from "./workload.ts";
+import { BENCH_CLUSTER, BENCH_TOKEN_SECONDS, benchWorld, envoyCheck, userId } from "./workload.ts";
 
 /** How many points the RSS curve has over the fill (plus the idle point at 0 users). */
 const CURVE_POINTS = 20;
@@ -161,7 +161,7 @@ export async function runMemoryScenario(options: {
     let failed = 0;
     const started = performance.now();
     const cpuAtStart = cpuSeconds(server.pid);
-    const exp = Math.floor(Date.now() / 1000) + 3600;
+    const exp = Math.floor(Date.now() / 1000) + BENCH_TOKEN_SECONDS;
     const worker = async () => {
       for (;;) {
         const i = next++;

@@ -34,6 +34,8 @@ const COOL_DOWN_MS = 10_000;
 
 const ROOT = resolve(import.meta.dirname, "..");
 const now = () => Math.floor(Date.now() / 1000);
+/** Every token the soak mints lives this long: past the soak's longest run and its saturation probe. */
+const TOKEN_SECONDS = 7200;
 
 // ---------------------------------------------------------------- the world: fakes and a child process
 const dir = mkdtempSync(join(tmpdir(), "portcullis-soak-"));
@@ -57,6 +59,8 @@ writeFileSync(
 logLevel: warn
 tokens:
   secrets: [{ env: PORTCULLIS_SECRET }, { env: PORTCULLIS_OLD_SECRET }]
+  # The soak's tokens outlive it (up to 60 minutes), FUN-17's 15-minute PluginToken would not.
+  maxLifetimeSeconds: { plugin: ${TOKEN_SECONDS} }
 openfga: { apiUrl: "${openfga.url}", storeId: "${openfga.storeId}" }
 clusters: [{ id: "${ids.cluster}", kubeconfig: "${kube.writeKubeconfig(dir)}" }]
 `,
@@ -92,11 +96,11 @@ const PODS = `/clusters/${ids.cluster}/api/v1/namespaces/team-a/pods`;
 const tokens = await Promise.all(
   users.map(async (u) => ({
     user: u,
-    plugin: await pluginToken({ sub: u }, { exp: now() + 7200 }),
-    session: await userToken({ sub: u }, { exp: now() + 7200 }),
+    plugin: await pluginToken({ sub: u }, { exp: now() + TOKEN_SECONDS }),
+    session: await userToken({ sub: u }, { exp: now() + TOKEN_SECONDS }),
   })),
 );
-const badToken = await pluginToken({}, { secret: "not-the-secret-0123456789abcdef0123456789ab", exp: now() + 7200 });
+const badToken = await pluginToken({}, { secret: "not-the-secret-0123456789abcdef0123456789ab", exp: now() + TOKEN_SECONDS });
 
 interface Kind {
   readonly name: string;

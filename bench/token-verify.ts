@@ -30,6 +30,7 @@ const verifier = new TokenVerifier({
   },
   issuer: "fundament-authn-api",
   clockToleranceSeconds: 5,
+  maxLifetimeSeconds: { user: 86_400, plugin: 900 },
   cacheMaxEntries: n * 5,
 });
 

@@ -89,8 +89,13 @@ export function envoyCheck(method: string, pathAndQuery: string, extraHeaders: R
   };
 }
 
-const EXP_SECONDS = 3600;
-const exp = () => Math.floor(Date.now() / 1000) + EXP_SECONDS;
+/**
+ * Benchmark tokens live an hour: a run outlasts FUN-17's 15-minute PluginToken, so every server the
+ * benchmark starts accepts that lifetime (BENCH_TOKEN_LIFETIMES as tokens.maxLifetimeSeconds).
+ */
+export const BENCH_TOKEN_SECONDS = 3600;
+export const BENCH_TOKEN_LIFETIMES = { plugin: BENCH_TOKEN_SECONDS };
+const exp = () => Math.floor(Date.now() / 1000) + BENCH_TOKEN_SECONDS;
 
 /** Scenario 3: `count` PluginTokens, one per user, spread over the world's installations, each with its own request. */
 export async function pluginTokenRequests(world: BenchWorld, count: number): Promise<Array<Record<string, unknown>>> {

@@ -25,10 +25,18 @@ export interface DemoRequest {
   readonly tokenFile: string;
 }
 
-/** Writes the demo tokens (one day, signed with the demo secret in test/support/tokens.ts), mode 0600. */
+/**
+ * How long the demo tokens live: a day, so they outlast a working session with the local stack. A
+ * PluginToken of authn-api lives 15 minutes (FUN-17 §3), so the stack accepts this lifetime
+ * (startFundamentWorld's pluginTokenMaxLifetimeSeconds).
+ */
+export const DEMO_TOKEN_SECONDS = 86_400;
+
+/** Writes the demo tokens (DEMO_TOKEN_SECONDS, signed with the demo secret in test/support/tokens.ts), mode 0600. */
 export async function writeDemoTokens(dir: string, installationUid: string): Promise<void> {
   mkdirSync(dir, { recursive: true });
-  const day = { exp: Math.floor(Date.now() / 1000) + 86_400 };
+  const iat = Math.floor(Date.now() / 1000);
+  const day = { iat, exp: iat + DEMO_TOKEN_SECONDS };
   const files: Record<string, string> = {
     "alice-plugin.jwt": await pluginToken({ sub: users.alice, installation_id: installationUid }, day),
     "bob-plugin.jwt": await pluginToken({ sub: users.bob, installation_id: installationUid }, day),

@@ -7,7 +7,7 @@
 import { spawnSync } from "node:child_process";
 import { resolve } from "node:path";
 import { startFundamentWorld } from "../test/e2e/fundament-world.ts";
-import { devStackBanner, writeDemoTokens } from "./dev-banner.ts";
+import { DEMO_TOKEN_SECONDS, devStackBanner, writeDemoTokens } from "./dev-banner.ts";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const install = spawnSync("bash", [resolve(ROOT, "scripts/deps/install.sh")], { stdio: ["ignore", "inherit", "inherit"] });
@@ -15,7 +15,7 @@ if (install.status !== 0) process.exit(install.status ?? 1);
 
 console.log("starting etcd, kube-apiserver and OpenFGA with the demo world …");
 const listen = { grpc: "127.0.0.1:9001", admin: "127.0.0.1:9090", internal: "127.0.0.1:9002" };
-const world = await startFundamentWorld({ allowTtlMs: 5_000, denyTtlMs: 2_000, listen, echoLogs: true });
+const world = await startFundamentWorld({ allowTtlMs: 5_000, denyTtlMs: 2_000, listen, echoLogs: true, pluginTokenMaxLifetimeSeconds: DEMO_TOKEN_SECONDS });
 
 const dir = resolve(ROOT, ".portcullis/dev");
 await writeDemoTokens(dir, world.installationUid);

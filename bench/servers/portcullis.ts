@@ -23,7 +23,7 @@ import { konfidenceScenario } from "../../test/konfidence/scenario.ts";
 import { SECRET } from "../../test/support/tokens.ts";
 import type { KonfidenceBenchWorld } from "../konfidence-world.ts";
 import { warmPorts } from "../warm-ports.ts";
-import type { BenchWorld } from "../workload.ts";
+import { BENCH_TOKEN_LIFETIMES, type BenchWorld } from "../workload.ts";
 import { announceReady, freePort, profileOnSignal, reportMemoryOnSignal, serverArgs, withFreePort } from "./common.ts";
 
 /** The memory scenario's cache sizes: every one of 100,000 users stays cached. */
@@ -43,7 +43,7 @@ const config = configSchema.parse({
   workers: 1,
   logLevel: "info",
   listen: { grpc: await withFreePort(args.address), admin: `127.0.0.1:${await freePort()}`, internal: `127.0.0.1:${await freePort()}` },
-  tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }], ...(raisedCaches ? { cacheMaxEntries: MEMORY_CACHE_ENTRIES } : {}) },
+  tokens: { secrets: [{ env: "PORTCULLIS_BENCH_SECRET" }], maxLifetimeSeconds: BENCH_TOKEN_LIFETIMES, ...(raisedCaches ? { cacheMaxEntries: MEMORY_CACHE_ENTRIES } : {}) },
   openfga:
     upstream === undefined
       ? // Never contacted: the warm ports answer from memory.

@@ -19,6 +19,12 @@ function milliseconds(min: number, max: number) {
   return z.number(expected).int(expected).min(min, expected).max(max, expected);
 }
 
+/** Whole seconds, as a JWT counts time (`exp`, `iat`): `min` … `max`. */
+export function wholeSeconds(min: number, max: number) {
+  const expected = `expected whole seconds from ${min} to ${max} (${human(max * 1000)})`;
+  return z.number(expected).int(expected).min(min, expected).max(max, expected);
+}
+
 /** A per-call or per-decision deadline: 1 ms … 60 s. */
 export const deadlineMs = () => milliseconds(1, MAX_DEADLINE_MS);
 /** A cache lifetime or backoff: `min` … 24 h. */

@@ -6,7 +6,7 @@ import { z } from "zod";
 import { checkEnvoySection, envoySchema } from "./envoy-schema.ts";
 import { checkKonfidenceSection, konfidenceSchema } from "./konfidence-schema.ts";
 import { platformSchema } from "./platform-schema.ts";
-import { deadlineMs, graceMs, periodMs } from "./durations.ts";
+import { deadlineMs, graceMs, periodMs, wholeSeconds } from "./durations.ts";
 
 const address = z
   .string()
@@ -128,6 +128,18 @@ export const configSchema = z
           .describe("authn-api's public keys (FUN-17 §9); required in modes migration and asymmetric, refused in hs256"),
         issuer: z.string().min(1).default("fundament-authn-api"),
         clockToleranceSeconds: z.number().int().min(0).max(300).default(5),
+        maxLifetimeSeconds: z
+          .object({
+            user: wholeSeconds(60, 2_592_000)
+              .default(86_400)
+              .describe("longest exp - iat of a UserToken; authn-api's TOKEN_EXPIRY (24 h unless set)"),
+            plugin: wholeSeconds(60, 86_400)
+              .default(900)
+              .describe("longest exp - iat of a PluginToken; FUN-17 §3: 15 minutes, no refresh (§10's revocation bound rests on it)"),
+          })
+          .strict()
+          .default({ user: 86_400, plugin: 900 })
+          .describe("a token whose exp - iat exceeds its type's bound plus clockToleranceSeconds is refused (invalid-token); iat is required"),
         cacheMaxEntries: z.number().int().positive().default(20_000),
         cookieOrigins: z
           .array(httpUrl)

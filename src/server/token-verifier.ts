@@ -15,6 +15,7 @@ export function tokenVerifierFor(tokens: NonNullable<Config["tokens"]>): TokenVe
     ...(tokens.jwks === undefined ? {} : { publicKeys: remotePublicKeys(tokens.jwks) }),
     issuer: tokens.issuer,
     clockToleranceSeconds: tokens.clockToleranceSeconds,
+    maxLifetimeSeconds: tokens.maxLifetimeSeconds,
     cacheMaxEntries: tokens.cacheMaxEntries,
   });
 }

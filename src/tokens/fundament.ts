@@ -70,6 +70,12 @@ export interface TokenVerifierOptions {
   readonly publicKeys?: PublicKeys;
   readonly issuer: string;
   readonly clockToleranceSeconds: number;
+  /**
+   * The longest `exp − iat` accepted, per token type, before clockToleranceSeconds is added: a
+   * token minted to outlive its type's lifetime is refused (FUN-17 §3, §10: a PluginToken lives 15
+   * minutes, and revocation without a deny-list rests on that).
+   */
+  readonly maxLifetimeSeconds: Readonly<Record<"user" | "plugin", number>>;
   readonly cacheMaxEntries: number;
   /** Milliseconds since the epoch; injected so tests freeze time. */
   readonly now?: () => number;
@@ -126,6 +132,8 @@ export class TokenVerifier {
     if (typeof payload === "string") return { ok: false, detail: payload };
     const claims = classify(payload, this.#shared);
     if (typeof claims === "string") return { ok: false, detail: claims };
+    const tooLong = claims.type === "other-audience" ? undefined : this.#lifetimeFault(payload, claims.type);
+    if (tooLong !== undefined) return { ok: false, detail: tooLong };
     const untilExp = claims.exp * 1000 - this.#now();
     const ttl = alg === "HS256" ? untilExp : Math.min(untilExp, this.#publicKeys!.cacheMaxAgeMs);
     if (ttl > 0) this.#verified.set(key, { claims, alg }, { ttl });
@@ -157,7 +165,8 @@ export class TokenVerifier {
     return {
       issuer: this.#options.issuer,
       clockTolerance: this.#options.clockToleranceSeconds,
-      requiredClaims: ["exp", "sub", "aud"],
+      // iat: a token's lifetime (exp − iat) is bounded, so a token that does not say when it was minted is refused.
+      requiredClaims: ["exp", "iat", "sub", "aud"],
       currentDate: new Date(now),
     };
   }
@@ -165,6 +174,14 @@ export class TokenVerifier {
   #issuedInThePast(payload: JWTPayload, now: number): JWTPayload | string {
     if (typeof payload.iat === "number" && payload.iat > now / 1000 + this.#options.clockToleranceSeconds) return "token issued in the future";
     return payload;
+  }
+
+  /** Why a verified token of this type lives too long (`exp − iat` above its bound plus the tolerance), if it does. */
+  #lifetimeFault(payload: JWTPayload, type: "user" | "plugin"): string | undefined {
+    const bound = this.#options.maxLifetimeSeconds[type];
+    // jose has checked both are numbers (exp and iat are required claims).
+    const lifetime = payload.exp! - payload.iat!;
+    return lifetime > bound + this.#options.clockToleranceSeconds ? `${type} token lifetime (exp - iat) above ${bound} s` : undefined;
   }
 
   async #verifyHmac(token: string): Promise<JWTPayload | string> {

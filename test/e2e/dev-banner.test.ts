@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { devStackBanner, writeDemoTokens } from "../../scripts/dev-banner.ts";
+import { DEMO_TOKEN_SECONDS, devStackBanner, writeDemoTokens } from "../../scripts/dev-banner.ts";
 import { freePort } from "../harness/ports.ts";
 import { type FundamentWorld, startFundamentWorld } from "./fundament-world.ts";
 
@@ -19,7 +19,7 @@ let banner: string;
 
 beforeAll(async () => {
   const listen = { grpc: `127.0.0.1:${await freePort()}`, admin: `127.0.0.1:${await freePort()}`, internal: `127.0.0.1:${await freePort()}` };
-  world = await startFundamentWorld({ listen });
+  world = await startFundamentWorld({ listen, pluginTokenMaxLifetimeSeconds: DEMO_TOKEN_SECONDS });
   await writeDemoTokens(dir, world.installationUid);
   banner = devStackBanner({ root: ROOT, dir, listen, apiServerUrl: world.api.url, openfgaUrl: world.fga.apiUrl });
 });

@@ -96,6 +96,8 @@ export interface WorldOptions {
   echoLogs?: boolean;
   /** Install the Revocation CRD and watch it on the same API server (the deny-list, issue 17). */
   revocations?: boolean;
+  /** tokens.maxLifetimeSeconds.plugin (15 minutes when absent): the local stack's demo PluginTokens live a day. */
+  pluginTokenMaxLifetimeSeconds?: number;
 }
 
 export const MODEL_FILE = resolve(ROOT, "deploy/openfga/model.fga");
@@ -128,6 +130,9 @@ export async function startFundamentWorld(options: WorldOptions = {}): Promise<F
     ...(options.listen === undefined ? {} : { listen: options.listen }),
     ...(options.echoLogs ? { logLevel: "info" } : {}),
     ...(options.revocations ? { revocations: { kubeconfig: api.kubeconfigPath } } : {}),
+    ...(options.pluginTokenMaxLifetimeSeconds === undefined
+      ? {}
+      : { tokens: { ...testConfig().tokens, maxLifetimeSeconds: { plugin: options.pluginTokenMaxLifetimeSeconds } } }),
   });
   const ports = await connectPorts(config, createLogging("warn").logger);
   await waitFor(async () => ports.ready());

@@ -44,6 +44,7 @@ function verifier(mode: TokenMode, options: { cacheMaxAgeMs?: number; cooldownMs
         }),
     issuer: "fundament-authn-api",
     clockToleranceSeconds: 5,
+    maxLifetimeSeconds: { user: 86_400, plugin: 900 },
     cacheMaxEntries: 1_000,
   });
 }

@@ -11,6 +11,7 @@ const verifier = (now = () => NOW) =>
     secrets: [SECRET, OLD_SECRET].map((s) => new TextEncoder().encode(s)),
     issuer: "fundament-authn-api",
     clockToleranceSeconds: 5,
+    maxLifetimeSeconds: { user: 86_400, plugin: 900 },
     cacheMaxEntries: 100,
     now,
   });
