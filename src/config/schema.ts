@@ -3,6 +3,7 @@
  * silently fall back to a default); every field says what it expects.
  */
 import { z } from "zod";
+import { checkCookieOrigins } from "./cookie-origins.ts";
 import { checkEnvoySection, envoySchema } from "./envoy-schema.ts";
 import { checkKonfidenceSection, konfidenceSchema } from "./konfidence-schema.ts";
 import { platformSchema } from "./platform-schema.ts";
@@ -299,6 +300,7 @@ export const configSchema = z
   .strict()
   .superRefine(checkFundamentSections)
   .superRefine(checkEnvoySection)
+  .superRefine(checkCookieOrigins)
   .superRefine(checkKonfidenceSection);
 
 /**

@@ -56,6 +56,29 @@ describe("portcullis validate-config", () => {
   });
 });
 
+describe("a cookie origin that serves plugin code (issue 42 §5)", () => {
+  const envoy = {
+    origins: { console: "https://console.example", kubeApiProxy: "https://kube.example", pluginProxy: "https://plugins.example" },
+    clusters: [{ id: valid.clusters[0]!.id, apiServer: "https://10.0.0.1:6443", caFile: "/ca.crt" }],
+    upstreams: { assets: { url: "http://assets:8080" } },
+  };
+  const session = { discoveryUrl: "https://idp.example/.well-known/openid-configuration", audience: "konfidence", cookie: "session" };
+  it.each([
+    { name: "tokens.cookieOrigins: plugin-proxy's origin", config: { ...valid, tokens: { ...valid.tokens, cookieOrigins: ["https://plugins.example"] }, envoy }, field: "tokens.cookieOrigins[0]: https://plugins.example is on the host plugin-proxy's" },
+    { name: "tokens.cookieOrigins: kube-api-proxy's host on another port", config: { ...valid, tokens: { ...valid.tokens, cookieOrigins: ["https://console.example", "https://KUBE.example:8443"] }, envoy }, field: "tokens.cookieOrigins[1]: https://KUBE.example:8443 is on the host kube-api-proxy's" },
+    { name: "konfidence.session.cookieOrigins: plugin-proxy's origin", config: { ...valid, envoy, konfidence: { session: { ...session, cookieOrigins: ["https://plugins.example"] } } }, field: "konfidence.session.cookieOrigins[0]: https://plugins.example is on the host plugin-proxy's" },
+  ])("$name: the server and validate-config exit 2 naming the field", async ({ name, config, field }) => {
+    const path = file(`${name.replace(/[^a-z]+/gi, "-")}.yaml`, config);
+    const env = { PORTCULLIS_JWT_SECRET: "s".repeat(32) };
+    for (const args of [["validate-config", "--file-only", path], ["--config", path]]) {
+      const res = await cli(args, env);
+      expect(res).toMatchObject({ code: 2, stdout: "" });
+      expect(res.stderr).toContain(`invalid configuration: ${path}:\n`);
+      expect(res.stderr).toContain(`\n  ${field}`);
+    }
+  });
+});
+
 describe("portcullis envoy-config", () => {
   it("prints exactly deploy/envoy/envoy.yaml for deploy/examples/portcullis.yaml", async () => {
     const res = await cli(["envoy-config", "--config", "deploy/examples/portcullis.yaml"]);

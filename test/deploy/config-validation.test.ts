@@ -107,6 +107,39 @@ describe("bad configurations name the field and what it expects", () => {
   });
 });
 
+describe("a cookie origin may not be a host that serves plugin code (issue 42 §5)", () => {
+  const konfidenceSession = (cookieOrigins: string[]) => ({
+    session: { discoveryUrl: "https://idp.example/.well-known/openid-configuration", audience: "konfidence", cookie: "session", cookieOrigins },
+  });
+  const withTokens = (cookieOrigins: string[], withEnvoy = true) => ({ ...base(), tokens: { ...base().tokens, cookieOrigins }, ...(withEnvoy ? { envoy: envoy() } : {}) });
+  const PLUGIN = "is on the host plugin-proxy's (envoy.origins.pluginProxy), which serves plugin pages: every page there would act with the user's session cookie";
+  const KUBE = "is on the host kube-api-proxy's (envoy.origins.kubeApiProxy), which relays pages of pods and Services, plugins' among them: every page there would act with the user's session cookie";
+  const rows: Array<{ name: string; config: unknown; expected: string[] }> = [
+    { name: "plugin-proxy's origin", config: withTokens(["https://plugins.example"]), expected: [`tokens.cookieOrigins[0]: https://plugins.example ${PLUGIN}`] },
+    { name: "plugin-proxy's origin with a trailing slash", config: withTokens(["https://plugins.example/"]), expected: [`tokens.cookieOrigins[0]: https://plugins.example/ ${PLUGIN}`] },
+    { name: "plugin-proxy's host in upper case", config: withTokens(["https://PLUGINS.Example"]), expected: [`tokens.cookieOrigins[0]: https://PLUGINS.Example ${PLUGIN}`] },
+    { name: "plugin-proxy's origin with the default port written out", config: withTokens(["https://plugins.example:443"]), expected: [`tokens.cookieOrigins[0]: https://plugins.example:443 ${PLUGIN}`] },
+    { name: "plugin-proxy's host on another port (Envoy matches the host alone)", config: withTokens(["https://plugins.example:8443"]), expected: [`tokens.cookieOrigins[0]: https://plugins.example:8443 ${PLUGIN}`] },
+    { name: "plugin-proxy's host over http", config: withTokens(["http://plugins.example"]), expected: [`tokens.cookieOrigins[0]: http://plugins.example ${PLUGIN}`] },
+    { name: "plugin-proxy's host with a trailing dot", config: withTokens(["https://plugins.example."]), expected: [`tokens.cookieOrigins[0]: https://plugins.example. ${PLUGIN}`] },
+    { name: "kube-api-proxy's origin", config: withTokens(["https://kube.example"]), expected: [`tokens.cookieOrigins[0]: https://kube.example ${KUBE}`] },
+    { name: "the second of two, beside the Console", config: withTokens(["https://console.example", "https://plugins.example"]), expected: [`tokens.cookieOrigins[1]: https://plugins.example ${PLUGIN}`] },
+    { name: "Konfidence's cookie origins: plugin-proxy's", config: { ...base(), envoy: envoy(), konfidence: konfidenceSession(["https://plugins.example"]) }, expected: [`konfidence.session.cookieOrigins[0]: https://plugins.example ${PLUGIN}`] },
+    { name: "Konfidence's cookie origins: kube-api-proxy's in mixed case", config: { ...base(), envoy: envoy(), konfidence: konfidenceSession(["https://Kube.example"]) }, expected: [`konfidence.session.cookieOrigins[0]: https://Kube.example ${KUBE}`] },
+    { name: "both lists at once", config: { ...withTokens(["https://kube.example"]), konfidence: konfidenceSession(["https://plugins.example"]) }, expected: [`tokens.cookieOrigins[0]: https://kube.example ${KUBE}`, `konfidence.session.cookieOrigins[0]: https://plugins.example ${PLUGIN}`] },
+    // What is not refused:
+    { name: "control: the Console", config: withTokens(["https://console.example"]), expected: [] },
+    { name: "control: a subdomain of plugin-proxy's host (another virtual host)", config: withTokens(["https://x.plugins.example"]), expected: [] },
+    { name: "control: a host that only begins with plugin-proxy's", config: withTokens(["https://plugins.example.org"]), expected: [] },
+    { name: "control: Konfidence's UI origin", config: { ...base(), envoy: envoy(), konfidence: konfidenceSession(["https://konfidence-ui.example"]) }, expected: [] },
+    { name: "control: no envoy section, so no plugin origin known", config: withTokens(["https://plugins.example"], false), expected: [] },
+  ];
+
+  it.each(rows)("$name", ({ config, expected }) => {
+    expect(problems(config)).toEqual(expected);
+  });
+});
+
 describe("platform route prefixes read as the generated Envoy routes match them (routeCovers)", () => {
   it.each([
     { prefix: "/dcim.v1.", path: "/dcim.v1.SiteService/ListSites", covers: true },
