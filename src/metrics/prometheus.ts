@@ -41,6 +41,8 @@ export interface IndexSizes {
     lastSyncedAt?: Date | undefined;
     /** The cluster registry's cluster ids claimed by more than one Secret (readiness lists them). */
     conflicts?: ReadonlyArray<{ clusterId: string; secrets: readonly string[] }>;
+    /** Names or uids more than one of its objects claims (src/kube/sole-claims.ts); absent where none can be. */
+    contested?: number;
   }>;
 }
 
@@ -177,6 +179,16 @@ export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState): Regis
     aggregator: "min",
     collect() {
       for (const i of indexSizes()) this.set({ index: i.index, cluster_id: i.clusterId }, i.synced ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "portcullis_index_conflicts",
+    help: "Names or uids claimed by more than one object of a watched index: none of the objects claiming one is served until one is left",
+    labelNames: ["index", "cluster_id"],
+    registers: [registry],
+    aggregator: "max",
+    collect() {
+      for (const i of indexSizes()) if (i.contested !== undefined) this.set({ index: i.index, cluster_id: i.clusterId }, i.contested);
     },
   });
 
