@@ -11,7 +11,7 @@ import type { Policy } from "./policy.ts";
 import { requestRouter, type RoutedRequest } from "./request-mode.ts";
 import type { RouteTable } from "./route-table.ts";
 import { type CheckRequestMessage, fromCheckRequest, type HttpRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
-import { type CheckResponseMessage, directResponse, toCheckResponse } from "../envoy/check-response.ts";
+import { type CheckResponseMessage, directResponse, toCheckResponse, withResponseHeaders } from "../envoy/check-response.ts";
 import { publishDecision } from "../metrics/events.ts";
 
 export interface CheckerOptions {
@@ -38,6 +38,7 @@ export function createChecker(options: CheckerOptions): Checker {
     let decision: Decision;
     let bodyShape: Policy["bodyShape"] = "json";
     let requestId = "";
+    let responseHeaders: Readonly<Record<string, string>> | undefined;
     try {
       const received = fromCheckRequest(message);
       requestId = received.requestId;
@@ -47,6 +48,7 @@ export function createChecker(options: CheckerOptions): Checker {
         return directResponse(200, routed.headers, "cors-preflight");
       }
       const { request } = routed;
+      if (routed.kind === "decide") responseHeaders = routed.responseHeaders;
       const policy = policies.get(request.contextExtensions["policy"] ?? "");
       policyName = policy?.name ?? policyName;
       bodyShape = policy?.bodyShape ?? bodyShape;
@@ -79,6 +81,6 @@ export function createChecker(options: CheckerOptions): Checker {
     if (decision.kind === "deny" && logger.isLevelEnabled("debug")) {
       logger.debug({ policy: policyName, reason: decision.reason, request_id: requestId }, "denied");
     }
-    return toCheckResponse(decision, { bodyShape, retryAfterSeconds: options.retryAfterSeconds });
+    return withResponseHeaders(toCheckResponse(decision, { bodyShape, retryAfterSeconds: options.retryAfterSeconds }), responseHeaders);
   };
 }

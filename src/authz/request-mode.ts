@@ -14,7 +14,10 @@
  *    the client's copy;
  *  - a CORS preflight on a host with a CORS policy is answered as Envoy's CORS filter answers it
  *    (200; the allowed origin echoed only when it is the configured one), before any token is read
- *    and without anything forwarded.
+ *    and without anything forwarded; and the answer to any other request from the allowed origin
+ *    carries the headers that filter adds to responses (the origin, credentials, the exposed
+ *    headers), on an allow for the upstream's response and on a denial, so browser code can read
+ *    why it was denied.
  * In contextExtensions mode none of this runs: the generated Envoy has done it already, and the
  * policies' own answers to such requests stay what they are.
  */
@@ -23,8 +26,8 @@ import { type CorsPolicy, type RouteTable, routeFinder } from "./route-table.ts"
 import type { HttpRequest } from "../envoy/check-request.ts";
 
 export type RoutedRequest =
-  /** Decide `request`, whose context extensions now name the policy (none: `no-policy`). */
-  | { readonly kind: "decide"; readonly request: HttpRequest }
+  /** Decide `request`, whose context extensions now name the policy (none: `no-policy`); add `responseHeaders` to the answer. */
+  | { readonly kind: "decide"; readonly request: HttpRequest; readonly responseHeaders?: Readonly<Record<string, string>> | undefined }
   /** Refuse with 400 `bad-request`; `request` names the policy whose body shape the denial takes. */
   | { readonly kind: "refuse"; readonly request: HttpRequest; readonly message: string }
   /** Answer a CORS preflight with these headers, status 200 and no body. */
@@ -42,7 +45,9 @@ export function requestRouter(table: RouteTable): (request: HttpRequest) => Rout
     if (refusal !== undefined) return { kind: "refuse", request, message: refusal };
     // Envoy's CORS filter reads the policy of the route it matched: no route, no preflight answer.
     if (route !== undefined && host?.cors !== undefined && isPreflight(request)) return { kind: "preflight", headers: preflightHeaders(host.cors, request.headers["origin"]!) };
-    return { kind: "decide", request };
+    const origin = request.headers["origin"] ?? "";
+    const cors = route === undefined ? undefined : host?.cors;
+    return { kind: "decide", request, responseHeaders: cors !== undefined && origin === cors.allowOrigin ? responseHeaders(cors, origin) : undefined };
   };
 }
 
@@ -58,6 +63,15 @@ export function unsafePath(path: string): string | undefined {
 export function smuggledIdentityHeader(headers: Readonly<Record<string, string>>): string | undefined {
   const name = Object.keys(headers).find((h) => h.includes("_") && /^x-(fundament|konfidence)-/.test(h.replaceAll("_", "-")));
   return name === undefined ? undefined : "a header name spelling x-fundament-* or x-konfidence-* with underscores";
+}
+
+/** What Envoy's CORS filter adds to the response to a request from the allowed origin. */
+export function responseHeaders(cors: CorsPolicy, origin: string): Record<string, string> {
+  return {
+    "access-control-allow-origin": origin,
+    ...(cors.allowCredentials ? { "access-control-allow-credentials": "true" } : {}),
+    ...(cors.exposeHeaders === "" ? {} : { "access-control-expose-headers": cors.exposeHeaders }),
+  };
 }
 
 /** Envoy's test: OPTIONS (case-sensitive), a non-empty Origin and a non-empty Access-Control-Request-Method. */

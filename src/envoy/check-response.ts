@@ -20,7 +20,7 @@ interface HeaderValueOption {
 
 export interface CheckResponseMessage {
   status: { code: number; message: string };
-  ok_response?: { headers: HeaderValueOption[]; headers_to_remove: string[] };
+  ok_response?: { headers: HeaderValueOption[]; headers_to_remove: string[]; response_headers_to_add?: HeaderValueOption[] };
   denied_response?: { status: { code: number }; headers: HeaderValueOption[]; body: string };
 }
 
@@ -68,6 +68,15 @@ export function directResponse(status: number, headers: Readonly<Record<string, 
     status: { code: GrpcCode.PERMISSION_DENIED, message: reason },
     denied_response: { status: { code: status }, headers: Object.entries(headers).map(([key, value]) => headerOption(key, value)), body: "" },
   };
+}
+
+/** `response` with `headers` on what the client gets back: the upstream's response on allow (response_headers_to_add), the denial itself on deny. */
+export function withResponseHeaders(response: CheckResponseMessage, headers: Readonly<Record<string, string>> | undefined): CheckResponseMessage {
+  if (headers === undefined) return response;
+  const options = Object.entries(headers).map(([key, value]) => headerOption(key, value));
+  if (response.ok_response !== undefined) return { ...response, ok_response: { ...response.ok_response, response_headers_to_add: options } };
+  if (response.denied_response !== undefined) return { ...response, denied_response: { ...response.denied_response, headers: [...response.denied_response.headers, ...options] } };
+  return response;
 }
 
 function headerOption(key: string, value: string): HeaderValueOption {

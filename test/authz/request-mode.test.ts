@@ -16,6 +16,7 @@ import { allow } from "../../src/authz/decision.ts";
 import { POLICY_NAMES, type Policy } from "../../src/authz/policy.ts";
 import { buildRouteTable } from "../../src/authz/route-table.ts";
 import { ConfigError, loadConfig, parseConfig } from "../../src/config/load.ts";
+import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { cli } from "../cli/run.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -201,6 +202,49 @@ describe("request mode answers CORS preflights as Envoy's CORS filter does", () 
     { name: "a refused path first", spec: preflight(KUBE, `/clusters/${C1}%2Fapi`, PLUGIN_ORIGIN), expected: "400 bad-request" },
   ])("not answered: $name", async ({ spec, expected }) => {
     expect(await outcome(requestMode, spec)).toBe(expected);
+  });
+});
+
+describe("request mode adds Envoy's CORS response headers for the allowed origin", () => {
+  const PLUGIN_ORIGIN = "https://plugin-proxy.fundament.io";
+  const CONSOLE = "https://console.fundament.io";
+  const EXPOSE = "www-authenticate, retry-after, x-portcullis-reason";
+  const cors = async (check: typeof requestMode, spec: Spec) => {
+    const res = await check(message(spec));
+    const options = res.ok_response?.response_headers_to_add ?? res.denied_response?.headers ?? [];
+    return Object.fromEntries(options.filter((h) => h.header.key.startsWith("access-control-")).map((h) => [h.header.key, h.header.value]));
+  };
+  it.each([
+    { name: "an allow on kube-api-proxy, for the upstream's response", spec: { authority: KUBE, path: POD, headers: { origin: PLUGIN_ORIGIN } }, expected: { "access-control-allow-origin": PLUGIN_ORIGIN, "access-control-expose-headers": EXPOSE } },
+    {
+      name: "an allow on a platform service, with credentials",
+      spec: { authority: API, path: "/dcim.v1.X/Y", headers: { origin: CONSOLE } },
+      expected: { "access-control-allow-origin": CONSOLE, "access-control-allow-credentials": "true", "access-control-expose-headers": EXPOSE },
+    },
+    {
+      name: "a denial (the platform catch-all), so browser code reads why",
+      spec: { authority: API, path: "/nothing", headers: { origin: CONSOLE } },
+      expected: { "access-control-allow-origin": CONSOLE, "access-control-allow-credentials": "true", "access-control-expose-headers": EXPOSE },
+    },
+    { name: "another origin: none", spec: { authority: KUBE, path: POD, headers: { origin: "https://evil.example" } }, expected: {} },
+    { name: "no origin: none", spec: { authority: KUBE, path: POD }, expected: {} },
+    { name: "Konfidence (no CORS policy): none", spec: { authority: KONFIDENCE, path: "/api/v1/projects", headers: { origin: PLUGIN_ORIGIN } }, expected: {} },
+    { name: "a path no route takes: none", spec: { authority: KUBE, path: "/other", headers: { origin: PLUGIN_ORIGIN } }, expected: {} },
+    { name: "a refused path (Envoy rejects it before CORS): none", spec: { authority: KUBE, path: `/clusters/${C1}%2Fapi`, headers: { origin: PLUGIN_ORIGIN } }, expected: {} },
+  ])("$name", async ({ spec, expected }) => {
+    expect(await cors(requestMode, spec)).toEqual(expected);
+  });
+
+  it("none in contextExtensions mode (Envoy's CORS filter adds them)", async () => {
+    expect(await cors(extensionsMode, { authority: KUBE, path: POD, headers: { origin: PLUGIN_ORIGIN }, extensions: { policy: "kube-api-proxy" } })).toEqual({});
+  });
+
+  it("encodes as Envoy's CheckResponse (response_headers_to_add on OkHttpResponse)", async () => {
+    const type = envoyRoot().lookupType("envoy.service.auth.v3.CheckResponse");
+    const res = await requestMode(message({ authority: KUBE, path: POD, headers: { origin: PLUGIN_ORIGIN } }));
+    expect(type.verify(res)).toBeNull();
+    const decoded = type.toObject(type.decode(type.encode(type.fromObject(res)).finish())) as typeof res;
+    expect(decoded.ok_response?.response_headers_to_add?.map((h) => h.header.key)).toEqual(["access-control-allow-origin", "access-control-expose-headers"]);
   });
 });
 

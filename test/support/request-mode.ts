@@ -10,11 +10,16 @@
  * test the policy alone) keeps its context extension, as a gateway that names the policy would
  * send it; `counts` says how many went each way, and the request-mode file asserts the table
  * chose for most of them.
+ *
+ * Answers are compared without the `access-control-*` response headers request mode adds for the
+ * allowed origin: in contextExtensions mode Envoy's CORS filter adds the same ones on the way back
+ * (test/authz/request-mode.test.ts holds them).
  */
 import { afterAll, expect } from "vitest";
 import { buildRouteTable, routeFinder, routeTableProblems } from "../../src/authz/route-table.ts";
 import { envoySchema } from "../../src/config/envoy-schema.ts";
 import type { Config } from "../../src/config/schema.ts";
+import type { CheckResponse } from "./envoy.ts";
 
 let enabled = false;
 export const counts = { viaTable: 0, viaContextExtensions: 0 };
@@ -103,3 +108,12 @@ export function toRequestMode(config: Config, request: object): object {
   return copy;
 }
 
+
+/** The answer without the CORS response headers request mode adds (see the module comment). */
+export function withoutCorsHeaders(response: CheckResponse): CheckResponse {
+  if (!enabled) return response;
+  const copy = structuredClone(response) as CheckResponse & { ok_response?: { response_headers_to_add?: unknown[] } };
+  if (copy.ok_response !== undefined) delete copy.ok_response.response_headers_to_add;
+  if (copy.denied_response?.headers !== undefined) copy.denied_response.headers = copy.denied_response.headers.filter((h) => !h.header.key.startsWith("access-control-"));
+  return copy;
+}

@@ -5,7 +5,7 @@ import { authorizationClient } from "../../src/envoy/protos.ts";
 import { startServer, type Ports, type RunningServer } from "../../src/server/app.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { type CheckResponse, envoyCheckRequest, type RequestSpec, summarize } from "./envoy.ts";
-import { requestModeConfig, toRequestMode } from "./request-mode.ts";
+import { requestModeConfig, toRequestMode, withoutCorsHeaders } from "./request-mode.ts";
 import { ids, OLD_SECRET, SECRET } from "./tokens.ts";
 
 process.env["PORTCULLIS_TEST_SECRET"] = SECRET;
@@ -70,8 +70,8 @@ export async function startTestServer(ports: Ports, given: Config = testConfig()
         .map((l) => JSON.parse(l) as Record<string, unknown>);
     },
     rawLog,
-    checkRaw: (request) => client.check(toRequestMode(config, request)) as Promise<CheckResponse>,
-    check: async (spec) => summarize((await client.check(toRequestMode(config, envoyCheckRequest(spec)))) as CheckResponse),
+    checkRaw: async (request) => withoutCorsHeaders((await client.check(toRequestMode(config, request))) as CheckResponse),
+    check: async (spec) => summarize(withoutCorsHeaders((await client.check(toRequestMode(config, envoyCheckRequest(spec)))) as CheckResponse)),
     async stop() {
       client.close();
       await server.shutdown();
