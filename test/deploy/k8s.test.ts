@@ -46,13 +46,16 @@ describe("RBAC: exactly the verbs portcullis needs", () => {
     ]);
   });
 
-  it("Role: read the Secrets of its own namespace, where the cluster registry's cluster Secrets live", () => {
-    expect(one("rbac.yaml", "Role")["rules"]).toEqual([{ apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch"] }]);
+  it("Role: read the Secrets of the cluster registry's namespace, one of its own (not portcullis's)", () => {
+    const role = one("rbac.yaml", "Role");
+    expect(role["rules"]).toEqual([{ apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch"] }]);
     const binding = one("rbac.yaml", "RoleBinding");
-    expect(binding["roleRef"]).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: one("rbac.yaml", "Role")["metadata"].name });
+    expect(binding["roleRef"]).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: role["metadata"].name });
     expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: deployment["spec"].template.spec.serviceAccountName, namespace: kustomization["namespace"] }]);
-    // The Role is namespaced by the kustomization: the registry must watch that same namespace.
-    expect(config.clusterRegistry?.namespace).toBe(kustomization["namespace"]);
+    // The registry watches the namespace the Role is in (kit.test.ts: kustomize keeps it there), and that is not fundament-system.
+    expect(role["metadata"].namespace).toBe(config.clusterRegistry?.namespace);
+    expect(binding["metadata"].namespace).toBe(config.clusterRegistry?.namespace);
+    expect(config.clusterRegistry?.namespace).not.toBe(kustomization["namespace"]);
   });
 
   it("bound to the Deployment's ServiceAccount", () => {

@@ -42,17 +42,36 @@ describe("ownership", () => {
     expect(rendered[dir].filter((m) => m["kind"] === "Namespace" || m["kind"] === "CustomResourceDefinition")).toEqual([]);
   });
 
-  it("deploy/k8s/shared holds exactly the fundament-system Namespace and every CRD file in deploy/k8s/crds", () => {
+  it("deploy/k8s/shared holds exactly the fundament-system and portcullis-clusters Namespaces and every CRD file in deploy/k8s/crds", () => {
     const crdFiles = readdirSync(resolve(ROOT, "deploy/k8s/crds")).filter((f) => f !== "kustomization.yaml");
     expect(rendered["deploy/k8s/shared"].map((m) => `${m["kind"]}/${m["metadata"].name}`).sort()).toEqual(
-      ["Namespace/fundament-system", ...crdFiles.map((f) => `CustomResourceDefinition/${f.replace(/\.yaml$/, "")}`)].sort(),
+      ["Namespace/fundament-system", "Namespace/portcullis-clusters", ...crdFiles.map((f) => `CustomResourceDefinition/${f.replace(/\.yaml$/, "")}`)].sort(),
     );
   });
 
-  it("the namespaced objects of the other kustomizations go to that Namespace", () => {
+  it("the namespaced objects of the other kustomizations go to fundament-system, save the cluster registry's Role and RoleBinding", () => {
+    const registryRbac = (m: Manifest) => (m["kind"] === "Role" || m["kind"] === "RoleBinding") && m["metadata"].name === "portcullis-cluster-registry";
     for (const dir of ["deploy/k8s", "deploy/envoy", "deploy/k8s/monitoring"] as const) {
-      for (const m of rendered[dir].filter((o) => !String(o["kind"]).startsWith("Cluster"))) expect(m["metadata"].namespace, `${dir} ${m["kind"]}`).toBe("fundament-system");
+      for (const m of rendered[dir].filter((o) => !String(o["kind"]).startsWith("Cluster") && !registryRbac(o))) expect(m["metadata"].namespace, `${dir} ${m["kind"]}`).toBe("fundament-system");
     }
+  });
+
+  it("the cluster registry has a namespace of its own (issue 42): the shipped configuration watches it, the Role to read its Secrets is there, nothing else is", () => {
+    const registryNamespace = (parse(read("deploy/k8s/portcullis.yaml")) as Manifest)["clusterRegistry"].namespace;
+    expect(registryNamespace).toBe("portcullis-clusters");
+    expect(find("deploy/k8s/shared", "Namespace", registryNamespace)["metadata"].labels).toMatchObject({ "pod-security.kubernetes.io/enforce": "restricted" });
+    const there = Object.values(rendered)
+      .flat()
+      .filter((m) => m["metadata"].namespace === registryNamespace);
+    expect(there.map((m) => `${m["kind"]}/${m["metadata"].name}`).sort()).toEqual(["Role/portcullis-cluster-registry", "RoleBinding/portcullis-cluster-registry"]);
+    // And no other Role reads Secrets anywhere.
+    const secretReaders = Object.values(rendered)
+      .flat()
+      .filter((m) => (m["kind"] === "Role" || m["kind"] === "ClusterRole") && (m["rules"] ?? []).some((r: Manifest) => (r["resources"] ?? []).includes("secrets")));
+    expect(secretReaders.map((m) => `${m["kind"]}/${m["metadata"].namespace}/${m["metadata"].name}`)).toEqual([`Role/${registryNamespace}/portcullis-cluster-registry`]);
+    const binding = find("deploy/k8s", "RoleBinding", "portcullis-cluster-registry");
+    expect(binding["roleRef"]).toMatchObject({ kind: "Role", name: "portcullis-cluster-registry" });
+    expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "portcullis", namespace: "fundament-system" }]);
   });
 });
 

@@ -6,8 +6,13 @@
  * served, has its credential rotated (the old one then revoked, so only the new one can work), and
  * is removed; A answers every check allowed and /readyz stays 200 throughout. Secrets that are not
  * valid registrations register nothing and break nothing (nor take the static cluster's id, nor a
- * registered one's). A cluster registered with an API server that accepts connections and never
+ * registered one's: a second Secret claiming a registered id takes it out of service, never over). A cluster registered with an API server that accepts connections and never
  * answers gets 503s within the check's deadline, beside an undisturbed A.
+ *
+ * Issue 42: a second process started while two Secrets claim cluster F (the real one and an
+ * attacker's `aaa-…`, which its first list meets first) serves F to no one — no Envoy cluster in its
+ * CDS, checks 404 unknown-cluster, the conflict on /readyz?verbose, in its metrics and its log — nor
+ * does the process already running; deleting the attacker's Secret serves F from the real one on both.
  *
  * One kube-apiserver plays every part: it is the management cluster holding the registry's Secrets,
  * static cluster A (the admin kubeconfig) and registered cluster B (a Secret naming the same API
@@ -15,6 +20,8 @@
  * PluginInstallation and the RBAC therefore exist "on" both clusters.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
 import { request } from "node:https";
 import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -23,7 +30,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, type KubeConfig, RbacAuthorizationV1Api, type V1Secret } from "@kubernetes/client-node";
 import type { OpenFgaClient } from "@openfga/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AuthorizationClient, authorizationClient } from "../../src/envoy/protos.ts";
+import { envoyRoot } from "../../src/envoy/bootstrap.ts";
+import { CLUSTER_TYPE_URL } from "../../src/envoy/cluster-discovery.ts";
+import { type AuthorizationClient, authorizationClient, LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 import { kubeConfig, type KubeApiserver, type OpenFGA, startKubeApiserver, startOpenFGA } from "../harness/index.ts";
 import { type CheckResponse, envoyCheckRequest, summarize } from "../support/envoy.ts";
 import { freeAddresses, type PortcullisProcess, spawnPortcullisFile } from "../support/portcullis-process.ts";
@@ -38,6 +47,8 @@ const CLUSTER_C = "c1c1c1c1-0000-4000-8000-00000000000c";
 const CLUSTER_D = "d1d1d1d1-0000-4000-8000-00000000000d";
 /** Registered with an API server that accepts connections and never answers. */
 const CLUSTER_HUNG = "e1e1e1e1-0000-4000-8000-00000000000e";
+/** Claimed by two Secrets (issue 42). */
+const CLUSTER_F = "f1f1f1f1-0000-4000-8000-00000000000f";
 const REGISTRY_NAMESPACE = "portcullis-clusters";
 const CLUSTER_LABEL = { "portcullis.fundament.io/secret-type": "cluster" };
 /** Where portcullis's own identities on the registered clusters live. */
@@ -69,13 +80,24 @@ beforeAll(async () => {
   fgaClient = await seedOpenFga(fga);
   // The platform registers each cluster in OpenFGA too: without it can_view (gate 3, before
   // cluster-known) would deny B, C and D with 403 and never reach the registry's answer.
-  await fgaClient.write({ writes: [CLUSTER_B, CLUSTER_C, CLUSTER_D, CLUSTER_HUNG].map((id) => ({ user: "organization:acme", relation: "owner", object: `cluster:${id}` })) });
+  await fgaClient.write({ writes: [CLUSTER_B, CLUSTER_C, CLUSTER_D, CLUSTER_HUNG, CLUSTER_F].map((id) => ({ user: "organization:acme", relation: "owner", object: `cluster:${id}` })) });
   await seedRemoteIdentities();
   await core.createNamespace({ body: { metadata: { name: REGISTRY_NAMESPACE } } });
 
   dir = mkdtempSync(join(tmpdir(), "portcullis-cluster-registry-"));
+  portcullis = await startPortcullis("portcullis.yaml");
+  client = authorizationClient(portcullis.addresses.grpc);
+  for (const cluster of [CLUSTER_A, CLUSTER_B, CLUSTER_C, CLUSTER_D, CLUSTER_HUNG, CLUSTER_F]) {
+    tokens.set(cluster, await pluginToken({ sub: users.alice, cluster_id: cluster, installation_id: installationUid }));
+  }
+  await until(async () => (await readyz().catch(() => 0)) === 200, 60_000, "portcullis to be ready", () => portcullis.stderr());
+  await until(async () => (await check(CLUSTER_A)) === "allowed", SERVED_WITHIN_MS, "static cluster A to be served");
+}, 240_000);
+
+/** A portcullis process of its own (its own ports), configured as every replica is. */
+async function startPortcullis(file: string): Promise<PortcullisProcess> {
   const addresses = await freeAddresses();
-  const config = join(dir, "portcullis.yaml");
+  const config = join(dir, file);
   writeFileSync(
     config,
     `listen: { grpc: "${addresses.grpc}", admin: "${addresses.admin}", internal: "${addresses.internal}" }
@@ -92,22 +114,18 @@ clusters: [{ id: "${CLUSTER_A}", kubeconfig: "${api.kubeconfigPath}" }]
 clusterRegistry: { namespace: "${REGISTRY_NAMESPACE}", kubeconfig: "${api.kubeconfigPath}" }
 `,
   );
-  portcullis = spawnPortcullisFile(config, addresses);
-  client = authorizationClient(addresses.grpc);
-  for (const cluster of [CLUSTER_A, CLUSTER_B, CLUSTER_C, CLUSTER_D, CLUSTER_HUNG]) {
-    tokens.set(cluster, await pluginToken({ sub: users.alice, cluster_id: cluster, installation_id: installationUid }));
-  }
-  await until(async () => (await readyz().catch(() => 0)) === 200, 60_000, "portcullis to be ready", () => portcullis.stderr());
-  await until(async () => (await check(CLUSTER_A)) === "allowed", SERVED_WITHIN_MS, "static cluster A to be served");
-}, 240_000);
+  return spawnPortcullisFile(config, addresses);
+}
+
+async function stopPortcullis(process: PortcullisProcess): Promise<void> {
+  process.child.kill("SIGTERM");
+  await Promise.race([process.exited, sleep(10_000)]);
+  process.kill();
+}
 
 afterAll(async () => {
   client?.close();
-  if (portcullis !== undefined) {
-    portcullis.child.kill("SIGTERM");
-    await Promise.race([portcullis.exited, sleep(10_000)]);
-    portcullis.kill();
-  }
+  if (portcullis !== undefined) await stopPortcullis(portcullis);
   await Promise.all([api?.stop(), fga?.stop()]);
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
@@ -162,10 +180,10 @@ function registration(clusterId: string, token: string): Record<string, string> 
 
 const certificatePath = (cluster: string, name: string) => `/clusters/${cluster}/apis/cert-manager.io/v1/namespaces/team-a/certificates/${name}`;
 
-/** One PluginToken check as Envoy sends it; the whole answer. */
-async function checkResponse(cluster: string, name = "web") {
+/** One PluginToken check as Envoy sends it (to the first process, or `via`); the whole answer. */
+async function checkResponse(cluster: string, name = "web", via: AuthorizationClient = client) {
   return summarize(
-    (await client.check(
+    (await via.check(
       envoyCheckRequest({ path: certificatePath(cluster, name), headers: { authorization: `Bearer ${tokens.get(cluster)!}` }, policy: "kube-api-proxy" }),
       { deadline: Date.now() + 20_000 },
     )) as CheckResponse,
@@ -173,9 +191,9 @@ async function checkResponse(cluster: string, name = "web") {
 }
 
 /** "allowed", or "<http status> <reason>", or "error <gRPC failure>". */
-async function check(cluster: string, name = "web"): Promise<string> {
+async function check(cluster: string, name = "web", via: AuthorizationClient = client): Promise<string> {
   try {
-    const res = await checkResponse(cluster, name);
+    const res = await checkResponse(cluster, name, via);
     return res.allowed ? "allowed" : `${res.http} ${res.reason}`;
   } catch (err) {
     return `error ${(err as Error).message}`;
@@ -186,19 +204,19 @@ async function check(cluster: string, name = "web"): Promise<string> {
 let fresh = 0;
 const freshName = () => `cert-${++fresh}`;
 
-async function adminGet(path: string): Promise<Response> {
-  return fetch(`http://${portcullis.addresses.admin}${path}`);
+async function adminGet(path: string, of: PortcullisProcess = portcullis): Promise<Response> {
+  return fetch(`http://${of.addresses.admin}${path}`);
 }
 
-async function readyz(): Promise<number> {
-  const res = await adminGet("/readyz");
+async function readyz(of: PortcullisProcess = portcullis): Promise<number> {
+  const res = await adminGet("/readyz", of);
   await res.body?.cancel();
   return res.status;
 }
 
 /** One series of a metric, e.g. `portcullis_registered_clusters{source="registry"}`; undefined when absent. */
-async function metric(series: string): Promise<number | undefined> {
-  const text = await (await adminGet("/metrics")).text();
+async function metric(series: string, of: PortcullisProcess = portcullis): Promise<number | undefined> {
+  const text = await (await adminGet("/metrics", of)).text();
   const line = text.split("\n").find((l) => l.startsWith(`${series} `));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
@@ -390,7 +408,7 @@ describe("clusters registered, rotated and removed while portcullis runs", () =>
     }
   }, 120_000);
 
-  it("Secrets that are not valid registrations register nothing and break nothing; the static cluster's id and a registered one's cannot be taken", async () => {
+  it("Secrets that are not valid registrations register nothing and break nothing; the static cluster's id and a registered one's cannot be taken (a second claim on a registered id takes it out of service until it is gone)", async () => {
     const watch = watchClusterA();
     const credential = await remoteCredential("portcullis-2");
     const without = (key: string) => Object.fromEntries(Object.entries(registration(CLUSTER_C, credential)).filter(([k]) => k !== key));
@@ -417,16 +435,20 @@ describe("clusters registered, rotated and removed while portcullis runs", () =>
     console.log(`cluster D served ${dMs.toFixed(0)} ms after its Secret, behind ${invalid.length + 1} Secrets that register nothing`);
     expect((await registryEvents("invalid"))! - invalidBefore).toBe(invalid.length);
 
-    // D's id claimed again by a second Secret: the first claim holds.
+    // D's id claimed again by a second Secret (issue 42): served by neither, never by the newcomer; deleting it restores D.
     await core.createNamespacedSecret({ namespace: REGISTRY_NAMESPACE, body: clusterSecret("cluster-d-again", { ...registration(CLUSTER_D, credential), server: nowhere }) });
-    await until(async () => (await registryEvents("invalid"))! - invalidBefore === invalid.length + 1, SERVED_WITHIN_MS, "the duplicate to be refused");
-    for (const fresh of [freshName(), freshName(), freshName()]) expect(await check(CLUSTER_D, fresh)).toBe("allowed");
+    await until(async () => (await check(CLUSTER_D, freshName())) === "404 unknown-cluster", SERVED_WITHIN_MS, "D to be taken out by the second claim");
+    expect(await metric("portcullis_cluster_registry_conflicts")).toBe(1);
+    expect((await registryEvents("invalid"))! - invalidBefore).toBe(invalid.length);
+    await core.deleteNamespacedSecret({ name: "cluster-d-again", namespace: REGISTRY_NAMESPACE });
+    await until(async () => (await check(CLUSTER_D, freshName())) === "allowed", SERVED_WITHIN_MS, "D to be served again once the second claim is gone");
+    expect(await metric("portcullis_cluster_registry_conflicts")).toBe(0);
 
     expect(await check(CLUSTER_C)).toBe("404 unknown-cluster");
     expect(await registryClusters()).toBe(1);
     expect(await metric("portcullis_cluster_registry_synced")).toBe(1);
 
-    for (const name of [...invalid.map((s) => s.name), "unlabelled", "cluster-d-again", "cluster-d"]) await core.deleteNamespacedSecret({ name, namespace: REGISTRY_NAMESPACE });
+    for (const name of [...invalid.map((s) => s.name), "unlabelled", "cluster-d"]) await core.deleteNamespacedSecret({ name, namespace: REGISTRY_NAMESPACE });
     await until(async () => (await check(CLUSTER_D)) === "404 unknown-cluster", SERVED_WITHIN_MS, "D to be removed");
     expect(await registryClusters()).toBe(0);
     expectUndisturbed(await watch.stop());
@@ -481,4 +503,94 @@ describe("clusters registered, rotated and removed while portcullis runs", () =>
       await new Promise<void>((resolveClose) => silent.close(() => resolveClose()));
     }
   }, 90_000);
+});
+
+/**
+ * What a process's CDS serves now, as Envoy asks for it: the Envoy clusters of its first response,
+ * by name, with the port of each one's API server.
+ */
+async function cdsClusters(of: PortcullisProcess): Promise<Record<string, number>> {
+  const loaded = grpc.loadPackageDefinition(protoLoader.loadSync("envoy/service/cluster/v3/cds.proto", LOAD_OPTIONS)) as any;
+  const cds = new loaded.envoy.service.cluster.v3.ClusterDiscoveryService(of.addresses.grpc, grpc.credentials.createInsecure());
+  const call = cds.StreamClusters();
+  try {
+    const response = await new Promise<{ resources?: Array<{ value: Buffer }> }>((resolveResponse, reject) => {
+      const timer = setTimeout(() => reject(new Error("no CDS response within 10 s")), 10_000);
+      call.on("data", (r: { resources?: Array<{ value: Buffer }> }) => (clearTimeout(timer), resolveResponse(r)));
+      call.on("error", (err: Error) => (clearTimeout(timer), reject(err)));
+      call.write({ type_url: CLUSTER_TYPE_URL, node: { id: "test-envoy", cluster: "test" } });
+    });
+    const type = envoyRoot().lookupType("envoy.config.cluster.v3.Cluster");
+    return Object.fromEntries(
+      (response.resources ?? []).map((r) => {
+        const cluster = type.toObject(type.decode(r.value), { defaults: false }) as any;
+        return [cluster.name as string, cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value as number];
+      }),
+    );
+  } finally {
+    call.cancel();
+    cds.close();
+  }
+}
+
+describe("issue 42: a cluster id two Secrets claim, and a process started while they do", () => {
+  it("neither the running process nor one started after the attacker's Secret serves F; deleting that Secret serves F from the real one on both", async () => {
+    const credential = await remoteCredential("portcullis-2");
+    const attackerToken = `attacker-${CLUSTER_F}`;
+    const realPort = Number(new URL(api.url).port);
+    const attacker = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolveListen) => attacker.listen(0, "127.0.0.1", () => resolveListen()));
+    const attackerServer = `https://127.0.0.1:${(attacker.address() as { port: number }).port}`;
+    let second: PortcullisProcess | undefined;
+    let secondClient: AuthorizationClient | undefined;
+    try {
+      await core.createNamespacedSecret({ namespace: REGISTRY_NAMESPACE, body: clusterSecret("cluster-f", registration(CLUSTER_F, credential)) });
+      await until(async () => (await check(CLUSTER_F, freshName())) === "allowed", SERVED_WITHIN_MS, "F to be served by its one Secret");
+      // The attacker's Secret: its own server and CA, any token; sorted before the real one in every list.
+      await core.createNamespacedSecret({
+        namespace: REGISTRY_NAMESPACE,
+        body: clusterSecret("aaa-cluster-f", { clusterId: CLUSTER_F, server: attackerServer, "ca.crt": api.caPem, token: attackerToken }),
+      });
+      await until(async () => (await check(CLUSTER_F, freshName())) === "404 unknown-cluster", SERVED_WITHIN_MS, "the running process to take F out");
+
+      second = await startPortcullis("portcullis-second.yaml");
+      const started = second;
+      secondClient = authorizationClient(started.addresses.grpc);
+      await until(async () => (await readyz(started).catch(() => 0)) === 200, 60_000, "the second process to be ready", () => started.stderr());
+      const f = `kube-api-${CLUSTER_F}`;
+      expect(await check(CLUSTER_F, freshName(), secondClient)).toBe("404 unknown-cluster");
+      expect(await check(CLUSTER_A, freshName(), secondClient)).toBe("allowed");
+      expect(await cdsClusters(started)).not.toHaveProperty(f);
+      expect(await cdsClusters(portcullis)).not.toHaveProperty(f);
+      const verbose = await (await adminGet("/readyz?verbose", started)).text();
+      expect(verbose).toContain(`[-]cluster id conflict cluster=${CLUSTER_F}: claimed by 2 cluster Secrets (${REGISTRY_NAMESPACE}/aaa-cluster-f, ${REGISTRY_NAMESPACE}/cluster-f): served by none of them`);
+      expect(verbose.endsWith("ready\n") && !verbose.endsWith("not ready\n")).toBe(true);
+      expect(await metric("portcullis_cluster_registry_conflicts", started)).toBe(1);
+      expect(await metric("portcullis_cluster_registry_conflicts")).toBe(1);
+      const logged = started.lines().find((l) => l["problem"] === "cluster-id-conflict" && l["cluster_id"] === CLUSTER_F);
+      expect(logged).toMatchObject({ level: 50, secrets: [`${REGISTRY_NAMESPACE}/aaa-cluster-f`, `${REGISTRY_NAMESPACE}/cluster-f`] });
+      // Neither process ever registered F with the attacker's server.
+      for (const p of [portcullis, started]) {
+        expect(p.lines().filter((l) => l["cluster_id"] === CLUSTER_F && l["server"] === attackerServer)).toEqual([]);
+      }
+
+      await core.deleteNamespacedSecret({ name: "aaa-cluster-f", namespace: REGISTRY_NAMESPACE });
+      for (const via of [client, secondClient]) {
+        await until(async () => (await check(CLUSTER_F, freshName(), via)) === "allowed", SERVED_WITHIN_MS, "F to be served from the real Secret");
+      }
+      expect((await cdsClusters(started))[f]).toBe(realPort);
+      expect((await cdsClusters(portcullis))[f]).toBe(realPort);
+      expect(await metric("portcullis_cluster_registry_conflicts", started)).toBe(0);
+      for (const p of [portcullis, started]) {
+        expect(p.stdout()).not.toContain(attackerToken);
+        expect(p.stdout()).not.toContain(credential);
+      }
+    } finally {
+      secondClient?.close();
+      if (second !== undefined) await stopPortcullis(second);
+      await core.deleteNamespacedSecret({ name: "aaa-cluster-f", namespace: REGISTRY_NAMESPACE }).catch(() => {});
+      await core.deleteNamespacedSecret({ name: "cluster-f", namespace: REGISTRY_NAMESPACE }).catch(() => {});
+      await new Promise<void>((resolveClose) => attacker.close(() => resolveClose()));
+    }
+  }, 150_000);
 });

@@ -6,6 +6,10 @@
  * credential → that cluster alone 503s; label taken off → unknown; an invalid Secret or a static
  * id → refused, logged without the credential; the management cluster down → every registered
  * cluster kept, and a Secret deleted meanwhile removed once the registry lists again.
+ *
+ * Issue 42: a cluster id claimed by two Secrets (the real one and an attacker's `aaa-…`, which a
+ * list by name meets first) is served by neither — by a registry that saw the real one first and
+ * by one started after the duplicate existed — and deleting either restores the other on both.
  */
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -15,7 +19,8 @@ import { Writable } from "node:stream";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DependencyUnavailable } from "../../src/authz/errors.ts";
-import type { Clusters } from "../../src/kube/clusters.ts";
+import { ClusterRegistry, type ClusterFleet } from "../../src/kube/cluster-registry.ts";
+import { type ClusterCredentials, Clusters } from "../../src/kube/clusters.ts";
 import type { InstallationIndex } from "../../src/kube/installation-index.ts";
 import { createMetrics } from "../../src/metrics/prometheus.ts";
 import { connectPorts, type Ports } from "../../src/server/app.ts";
@@ -131,7 +136,7 @@ describe("the cluster registry against real kube-apiservers", () => {
     const ms = await until(() => lookup(A) === "found" && lookup(B) === "found", 15_000, "clusters a and b to serve their installation");
     console.log(`two clusters registered and their installation indexes synced ${ms.toFixed(0)} ms after their Secrets were applied`);
     expect(clusters().sourceOf(A)).toBe("registry");
-    expect(ports.fleet?.()).toEqual({ registered: { static: 1, registry: 2 }, registrySynced: true });
+    expect(ports.fleet?.()).toEqual({ registered: { static: 1, registry: 2 }, registrySynced: true, registryConflicts: 0 });
     expect(await metricsText()).toContain('portcullis_registered_clusters{source="registry"} 2');
   }, 30_000);
 
@@ -214,6 +219,35 @@ describe("the cluster registry against real kube-apiservers", () => {
     expect(logLines.join("")).not.toContain(target.adminToken);
   }, 20_000);
 
+  it("a cluster id two Secrets claim is served by neither: unregistered, counted, on /readyz?verbose and logged naming both, never a credential; deleting one restores the other", async () => {
+    const contested = randomUUID();
+    const attackerToken = `attacker-${randomUUID()}`;
+    await apply(clusterSecret("cluster-contested", contested, target.adminToken));
+    await until(() => lookup(contested) === "found", 15_000, "the contested cluster to be served by its one Secret");
+    await apply(clusterSecret("aaa-cluster-contested", contested, attackerToken, { server: "https://127.0.0.1:1" }));
+    await until(() => !ports.clusters.has(contested), 10_000, "the second claim to take the cluster out");
+    expect(lookup(contested)).toBe("unknown");
+    expect(ports.fleet?.().registryConflicts).toBe(1);
+    expect(await metricsText()).toContain("portcullis_cluster_registry_conflicts 1");
+    const lines = processReadiness({ shuttingDown: false, serving: true, indexes: ports.indexSizes(), dependencies: [] }).checks;
+    expect(lines.find((c) => c.name === `cluster id conflict cluster=${contested}`)).toMatchObject({
+      ok: false,
+      gates: false,
+      state: expect.stringContaining(`(${NAMESPACE}/aaa-cluster-contested, ${NAMESPACE}/cluster-contested): served by none of them`),
+    });
+    expect(ports.ready()).toBe(true);
+    const conflictLine = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l["cluster_id"] === contested && l["problem"] === "cluster-id-conflict");
+    expect(conflictLine).toMatchObject({ level: 50, secrets: [`${NAMESPACE}/aaa-cluster-contested`, `${NAMESPACE}/cluster-contested`] });
+
+    await rawRequest(management, "DELETE", `/api/v1/namespaces/${NAMESPACE}/secrets/aaa-cluster-contested`, undefined);
+    await until(() => lookup(contested) === "found", 15_000, "the cluster to be served again by the Secret left");
+    expect(clusters().get(contested)?.kubeConfig.getCurrentCluster()?.server).toBe(target.url);
+    expect(ports.fleet?.().registryConflicts).toBe(0);
+    expect(logLines.join("")).not.toContain(attackerToken);
+    await rawRequest(management, "DELETE", `/api/v1/namespaces/${NAMESPACE}/secrets/cluster-contested`, undefined);
+    await until(() => !ports.clusters.has(contested), 10_000, "the contested cluster to be removed with its Secret");
+  }, 40_000);
+
   it("the management cluster down: every registered cluster is kept and served; a Secret deleted meanwhile goes when the registry lists again", async () => {
     await management.kill();
     await until(() => ports.fleet?.().registrySynced === false, 15_000, "the registry to notice the outage");
@@ -269,4 +303,127 @@ describe("readiness waits for the registry's first list", () => {
       await down.stop();
     }
   }, 30_000);
+});
+
+describe("issue 42: two registries started at different times agree on a cluster id two Secrets claim", () => {
+  /** A namespace of its own: the registry of connectPorts above does not see these Secrets. */
+  const CLAIMS_NAMESPACE = "portcullis-clusters";
+  const X = randomUUID();
+  const Y = randomUUID();
+  /** The attacker's API server: nothing listens there, and no registry may ever point X at it. */
+  const ATTACKER_SERVER = "https://127.0.0.1:1";
+  const attackerToken = `attacker-${randomUUID()}`;
+  let registryCluster: Clusters;
+  const registries: ClusterRegistry[] = [];
+  const lines: string[] = [];
+
+  /** A fleet that records what it is told: what is served now, and every registration ever made. */
+  function recordingFleet() {
+    const served = new Map<string, ClusterCredentials>();
+    const registered: ClusterCredentials[] = [];
+    const fleet: ClusterFleet = {
+      isStatic: () => false,
+      register(cluster) {
+        served.set(cluster.id, cluster);
+        registered.push(cluster);
+      },
+      unregister(clusterId) {
+        served.delete(clusterId);
+      },
+    };
+    return { fleet, served, registered };
+  }
+
+  function startRegistry(fleet: ClusterFleet): ClusterRegistry {
+    const logger = pino({ level: "info" }, new Writable({ write: (chunk, _enc, cb) => (lines.push(String(chunk)), cb()) }));
+    const registry = new ClusterRegistry(registryCluster.get("cluster-registry")!, fleet, { logger, namespace: CLAIMS_NAMESPACE });
+    registries.push(registry);
+    void registry.start();
+    return registry;
+  }
+
+  function claim(name: string, clusterId: string, server: string, token: string) {
+    const data = { clusterId, server, "ca.crt": target.caPem, token };
+    return {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name, namespace: CLAIMS_NAMESPACE, labels: { "portcullis.fundament.io/secret-type": "cluster" } },
+      data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString("base64")])),
+    };
+  }
+
+  async function put(secret: ReturnType<typeof claim>): Promise<void> {
+    const path = `/api/v1/namespaces/${CLAIMS_NAMESPACE}/secrets`;
+    const replaced = await rawRequest(management, "PUT", `${path}/${secret.metadata.name}`, secret);
+    if (replaced.status === 404) expect((await rawRequest(management, "POST", path, secret)).status).toBe(201);
+    else expect(replaced.status).toBe(200);
+  }
+
+  beforeAll(async () => {
+    // The management cluster was killed and started again by the tests above: wait for it to answer.
+    await until(async () => (await rawRequest(management, "GET", "/api/v1/namespaces/default", undefined).catch(() => ({ status: 0 }))).status === 200, 60_000, "the management API server");
+    expect((await rawRequest(management, "POST", "/api/v1/namespaces", { metadata: { name: CLAIMS_NAMESPACE } })).status).toBe(201);
+    registryCluster = await Clusters.load([{ id: "cluster-registry", kubeconfig: management.kubeconfigPath }]);
+  }, 90_000);
+
+  afterAll(async () => {
+    await Promise.all(registries.map((r) => r.stop()));
+    await registryCluster?.close();
+  });
+
+  const serverOf = (served: Map<string, ClusterCredentials>, id: string) => served.get(id)?.server;
+
+  it("neither the registry that saw the real Secret first nor the one started after the attacker's serves the id; either Secret's change or deletion is followed by both", async () => {
+    await put(claim("cluster-prod-1", X, target.url, target.adminToken));
+    const early = recordingFleet();
+    const first = startRegistry(early.fleet);
+    await until(() => serverOf(early.served, X) === target.url, 15_000, "the first registry to serve X from the real Secret");
+
+    // The attacker's Secret: sorted before the real one, as every list meets it.
+    await put(claim("aaa-cluster-prod-1", X, ATTACKER_SERVER, attackerToken));
+    await until(() => !early.served.has(X), 10_000, "the first registry to take X out");
+
+    const late = recordingFleet();
+    const second = startRegistry(late.fleet);
+    await until(() => second.hasSynced, 15_000, "the second registry's first list");
+    const conflict = [{ clusterId: X, secrets: [`${CLAIMS_NAMESPACE}/aaa-cluster-prod-1`, `${CLAIMS_NAMESPACE}/cluster-prod-1`] }];
+    expect(first.conflicts()).toEqual(conflict);
+    expect(second.conflicts()).toEqual(conflict);
+    expect([early.served.has(X), late.served.has(X)]).toEqual([false, false]);
+    // The second registry never registered X at all, not even for a moment of its first list.
+    expect(late.registered.map((c) => c.id)).not.toContain(X);
+
+    // The attacker's Secret changed to name another id: X is released to the real Secret, Y is the attacker's alone.
+    await put(claim("aaa-cluster-prod-1", Y, ATTACKER_SERVER, attackerToken));
+    await until(() => [early, late].every((f) => serverOf(f.served, X) === target.url && serverOf(f.served, Y) === ATTACKER_SERVER), 10_000, "both registries to serve X from the real Secret and Y from the other");
+    expect([first.conflicts(), second.conflicts()]).toEqual([[], []]);
+
+    // Back to X: out again on both, and Y gone.
+    await put(claim("aaa-cluster-prod-1", X, ATTACKER_SERVER, attackerToken));
+    await until(() => [early, late].every((f) => !f.served.has(X) && !f.served.has(Y)), 10_000, "both registries to take X out again");
+
+    // The attacker's Secret deleted: both serve X from the real Secret.
+    await rawRequest(management, "DELETE", `/api/v1/namespaces/${CLAIMS_NAMESPACE}/secrets/aaa-cluster-prod-1`, undefined);
+    await until(() => [early, late].every((f) => serverOf(f.served, X) === target.url), 10_000, "both registries to serve X from the real Secret again");
+    expect([first.conflicts(), second.conflicts()]).toEqual([[], []]);
+
+    // Never, on either registry, was X served from the attacker's server.
+    for (const f of [early, late]) expect(f.registered.filter((c) => c.id === X).map((c) => c.server)).not.toContain(ATTACKER_SERVER);
+    // Loud, and without a credential: each registry logged the conflict naming both Secrets.
+    const conflicts = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["problem"] === "cluster-id-conflict" && l["cluster_id"] === X);
+    expect(conflicts.length).toBeGreaterThanOrEqual(2);
+    for (const l of conflicts) expect(l["secrets"]).toEqual(conflict[0]!.secrets);
+    expect(lines.join("")).not.toContain(attackerToken);
+    expect(lines.join("")).not.toContain(target.adminToken);
+  }, 90_000);
+
+  it("the real Secret deleted instead: both registries serve the one left (ownership follows the Secrets there are, nothing else)", async () => {
+    await put(claim("aaa-cluster-prod-1", X, ATTACKER_SERVER, attackerToken));
+    const [early, late] = [recordingFleet(), recordingFleet()];
+    const [a, b] = [startRegistry(early.fleet), startRegistry(late.fleet)];
+    await until(() => a.hasSynced && b.hasSynced, 15_000, "both registries to list");
+    expect([early.served.has(X), late.served.has(X)]).toEqual([false, false]);
+    await rawRequest(management, "DELETE", `/api/v1/namespaces/${CLAIMS_NAMESPACE}/secrets/cluster-prod-1`, undefined);
+    await until(() => [early, late].every((f) => serverOf(f.served, X) === ATTACKER_SERVER), 10_000, "both registries to serve X from the one Secret left");
+  }, 40_000);
 });
