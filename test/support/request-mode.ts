@@ -8,8 +8,8 @@
  * The hosts: one per policy's origin, one per platform service. A request whose context extension
  * the table would not choose for its path (a suite feeding a policy a path no route sends it, to
  * test the policy alone) keeps its context extension, as a gateway that names the policy would
- * send it; `counts` says how many went each way, and the request-mode file asserts the table
- * chose for most of them.
+ * send it; `counts` says how many went each way, and the run asserts the table chose for at least
+ * 95% of them.
  *
  * Answers are compared without the `access-control-*` response headers request mode adds for the
  * allowed origin: in contextExtensions mode Envoy's CORS filter adds the same ones on the way back
@@ -36,8 +36,10 @@ const platformOrigin = (service: string) => `https://${service}.platform.fundame
 export function enableRequestMode(): void {
   enabled = true;
   afterAll(() => {
-    // Most of a suite's requests must have been routed by the table, or the run proves little.
-    expect(counts.viaTable).toBeGreaterThan(counts.viaContextExtensions);
+    // Nearly all of a suite's requests must have been routed by the table, or the run proves little
+    // (at the time of writing 1 of 118, 1 of 38, 7 of 684, 0 of 69 and 0 of 40 kept theirs).
+    expect(counts.viaTable).toBeGreaterThan(0);
+    expect(counts.viaContextExtensions).toBeLessThanOrEqual(counts.viaTable / 20);
   });
 }
 
