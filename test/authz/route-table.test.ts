@@ -73,6 +73,12 @@ describe("the example configuration's table", () => {
     [KUBE, "//clusters/x/api", "no-policy"],
     [KUBE, "/%63lusters/x/api", "no-policy"],
     [KUBE, "/api/v1/pods", "no-policy"],
+    // The table reads paths literally, as Envoy's matchers do after its normalisation: a dot
+    // segment or an escaped slash that reaches it is request mode's to refuse (request-mode.ts).
+    [KUBE, `/clusters/${C1}/../../plugins/x`, "kube-api-proxy"],
+    [KUBE, `/clusters/${C1}%2F..%2Fx/api`, "kube-api-proxy"],
+    [PLUGINS, "/plugins/../installations/x/runtime/", "plugin-assets"],
+    [KUBE, "/./clusters/x/api", "no-policy"],
     [KUBE, "/", "no-policy"],
     [KUBE, "/installations/x/runtime/", "no-policy"],
     [`${KUBE}.`, `/clusters/${C1}/api`, "no-policy"],
