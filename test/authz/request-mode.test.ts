@@ -8,13 +8,15 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import fc from "fast-check";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
 import { createChecker } from "../../src/authz/check.ts";
 import { allow } from "../../src/authz/decision.ts";
 import { POLICY_NAMES, type Policy } from "../../src/authz/policy.ts";
-import { buildRouteTable } from "../../src/authz/route-table.ts";
+import { unsafePath } from "../../src/authz/request-mode.ts";
+import { buildRouteTable, routeFinder } from "../../src/authz/route-table.ts";
 import { ConfigError, loadConfig, parseConfig } from "../../src/config/load.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { cli } from "../cli/run.ts";
@@ -245,6 +247,44 @@ describe("request mode adds Envoy's CORS response headers for the allowed origin
     expect(type.verify(res)).toBeNull();
     const decoded = type.toObject(type.decode(type.encode(type.fromObject(res)).finish())) as typeof res;
     expect(decoded.ok_response?.response_headers_to_add?.map((h) => h.header.key)).toEqual(["access-control-allow-origin", "access-control-expose-headers"]);
+  });
+});
+
+describe("request mode, adversarially: what it lets through is what the table routes", () => {
+  const find = routeFinder(TABLE);
+  const segment = fc.constantFrom("clusters", C1, "api", "v1", "installations", "runtime", "plugins", "dcim.v1.X", "login", "authn.v1.TokenService", "ExchangeToken", "", ".", "..", "%2e%2e", "%2F", "%5c", "%41", "%zz", "Clusters", "a b", "x;y", "?", "#");
+  const authority = fc.oneof(
+    fc.constantFrom(...TABLE.hosts.map((h) => h.host)).chain((h) => fc.constantFrom(h, h.toUpperCase(), `${h}:443`, `${h}.`, `${h}:x`, `[${h}]`, ` ${h}`)),
+    fc.string({ maxLength: 30 }),
+  );
+  const header = fc.constantFrom("x_fundament_user_id", "x-fundament_cluster-id", "X_KONFIDENCE_ROLES", "x_request_id", "origin", "access-control-request-method", "authorization");
+  it("never throws, allows only routed safe requests as the table's policy, answers preflights only with a bodiless 200", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        authority,
+        fc.array(segment, { maxLength: 6 }),
+        fc.dictionary(header, fc.constantFrom("", "u", "https://plugin-proxy.fundament.io", "GET")),
+        fc.constantFrom("GET", "OPTIONS", "options", "POST"),
+        async (host, segments, headers, method) => {
+          const path = `/${segments.join("/")}`;
+          const res = await requestMode(message({ authority: host, path, method, headers }));
+          const plain = path.split(/[?#]/)[0]!;
+          if (res.status.code === 0) {
+            const route = find(host, plain).route;
+            expect(route?.policy).toBeDefined();
+            expect(unsafePath(plain)).toBeUndefined();
+            expect(Object.keys(headers).some((h) => h.includes("_") && /^x-(fundament|konfidence)-/i.test(h.replaceAll("_", "-")))).toBe(false);
+            const decidedAs = res.ok_response!.headers.find((h) => h.header.key === "x-decided-as")!.header.value;
+            expect(decidedAs).toBe([route!.policy, route!.service].filter((x) => x !== undefined).join("/"));
+          } else if (res.denied_response!.headers.every((h) => h.header.key !== "x-portcullis-reason")) {
+            expect(method).toBe("OPTIONS");
+            expect(res.denied_response).toMatchObject({ status: { code: 200 }, body: "" });
+            expect(find(host, plain).host?.cors).toBeDefined();
+          }
+        },
+      ),
+      { numRuns: 3000 },
+    );
   });
 });
 
