@@ -43,10 +43,10 @@ export function requestRouter(table: RouteTable): (request: HttpRequest) => Rout
     const request = named ? received : { ...received, contextExtensions: fromTable };
     const refusal = unsafePath(request.path) ?? smuggledIdentityHeader(request.headers);
     if (refusal !== undefined) return { kind: "refuse", request, message: refusal };
-    // Envoy's CORS filter reads the policy of the route it matched: no route, no preflight answer.
-    if (route !== undefined && host?.cors !== undefined && isPreflight(request)) return { kind: "preflight", headers: preflightHeaders(host.cors, request.headers["origin"]!) };
-    const origin = request.headers["origin"] ?? "";
+    // Envoy's CORS filter applies the policy of the host whose route matched: no route, no CORS.
     const cors = route === undefined ? undefined : host?.cors;
+    if (cors !== undefined && isPreflight(request)) return { kind: "preflight", headers: preflightHeaders(cors, request.headers["origin"]!) };
+    const origin = request.headers["origin"];
     return { kind: "decide", request, responseHeaders: cors !== undefined && origin === cors.allowOrigin ? responseHeaders(cors, origin) : undefined };
   };
 }
@@ -61,8 +61,8 @@ export function unsafePath(path: string): string | undefined {
 
 /** An identity header portcullis guards, spelt with underscores (any mix), as an upstream may read it. */
 export function smuggledIdentityHeader(headers: Readonly<Record<string, string>>): string | undefined {
-  const name = Object.keys(headers).find((h) => h.includes("_") && /^x-(fundament|konfidence)-/.test(h.replaceAll("_", "-")));
-  return name === undefined ? undefined : "a header name spelling x-fundament-* or x-konfidence-* with underscores";
+  const smuggled = Object.keys(headers).some((h) => h.includes("_") && /^x-(fundament|konfidence)-/.test(h.replaceAll("_", "-")));
+  return smuggled ? "a header name spelling x-fundament-* or x-konfidence-* with underscores" : undefined;
 }
 
 /** What Envoy's CORS filter adds to the response to a request from the allowed origin. */
