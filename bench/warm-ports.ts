@@ -8,7 +8,8 @@
  * server's metrics count them).
  */
 import { LRUCache } from "lru-cache";
-import type { AccessAttributes, Installation } from "../src/authz/ports.ts";
+import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
+import type { AccessAttributes, Installation, MintedToken } from "../src/authz/ports.ts";
 import type { Ports } from "../src/server/app.ts";
 import { type SafeHeaderValue, safeHeaderValue } from "../src/headers/mutations.ts";
 import { reviewKey } from "../src/kube/user-access-review.ts";
@@ -37,7 +38,11 @@ export function warmPorts(world: BenchWorld): Ports {
     fetchMethod: async () => true,
   });
   const sar = new LRUCache<string, boolean, { clusterId: string }>({ max: 50_000, ttl: WARM_TTL_MS, fetchMethod: async () => true });
-  const tokens = new LRUCache<string, SafeHeaderValue, { clusterId: string }>({ max: 20_000, ttl: WARM_TTL_MS, fetchMethod: async () => saToken });
+  const tokens = new LRUCache<string, MintedToken, { clusterId: string }>({
+    max: 20_000,
+    ttl: WARM_TTL_MS,
+    fetchMethod: async (_key, _stale, { context }) => ({ token: saToken, envoyCluster: kubeApiEnvoyCluster(context.clusterId) }),
+  });
 
   return {
     clusters: { has: (clusterId) => clusterIds.has(clusterId) },
@@ -77,7 +82,7 @@ export function warmPorts(world: BenchWorld): Ports {
           publishCacheLookup("service_account_token", "hit");
           return hit;
         }
-        const status: LRUCache.Status<string, SafeHeaderValue> = {};
+        const status: LRUCache.Status<string, MintedToken> = {};
         const token = await tokens.fetch(key, { context: { clusterId }, status });
         publishCacheLookup("service_account_token", status.fetch);
         return token;

@@ -38,7 +38,14 @@ export interface ServiceAccountTokens {
    *
    * The token is a safe header value, checked once when it was cached, not per response.
    */
-  token(clusterId: string, namespace: string, name: string, ownerUid?: string): Promise<SafeHeaderValue | undefined>;
+  token(clusterId: string, namespace: string, name: string, ownerUid?: string): Promise<MintedToken | undefined>;
+}
+
+/** A ServiceAccount token and the Envoy cluster of the API server that issued it (the only one it is valid at). */
+export interface MintedToken {
+  readonly token: SafeHeaderValue;
+  /** From the very cluster object the TokenRequest went through, never looked up again: a re-point cannot swap it. */
+  readonly envoyCluster: string;
 }
 
 /** What the gateway needs to know of a PluginInstallation (plugins.fundament.io/v1). */

@@ -118,7 +118,7 @@ export function envoyBootstrap(config: Config): Record<string, unknown> {
 
   const clusters = [
     portcullisCluster(envoy, config),
-    ...envoy.clusters.map((c) => kubeApiCluster(c.id, { server: c.apiServer, trustedCa: { filename: c.caFile } })),
+    ...envoy.clusters.map((c) => kubeApiCluster(ENVOY_CLUSTERS.kubeApi(c.id), { server: c.apiServer, trustedCa: { filename: c.caFile } })),
     pluginServicesCluster(),
     upstreamCluster(ENVOY_CLUSTERS.assets, envoy.upstreams.assets.url, { streams: false, trustedCa: caFileOf(envoy.upstreams.assets) }),
   ];
@@ -532,8 +532,8 @@ export interface KubeApiUpstream {
  * a registered cluster in portcullis's CDS (envoy/cluster-discovery.ts). Pure. Never a credential:
  * Envoy forwards the ServiceAccount token portcullis put in Authorization.
  */
-export function kubeApiCluster(clusterId: string, upstream: KubeApiUpstream): Record<string, unknown> {
-  return upstreamCluster(ENVOY_CLUSTERS.kubeApi(clusterId), upstream.server, { streams: true, trustedCa: upstream.trustedCa, serverName: upstream.tlsServerName });
+export function kubeApiCluster(name: string, upstream: KubeApiUpstream): Record<string, unknown> {
+  return upstreamCluster(name, upstream.server, { streams: true, trustedCa: upstream.trustedCa, serverName: upstream.tlsServerName });
 }
 
 /**

@@ -15,6 +15,7 @@ import {
 } from "#kubernetes-client";
 import { Agent, type Dispatcher } from "undici";
 import type { KnownClusters } from "../authz/ports.ts";
+import { kubeApiEnvoyCluster, registeredEnvoyCluster } from "../authz/kube-api-upstream.ts";
 
 export interface ClusterConfig {
   readonly id: string;
@@ -26,6 +27,11 @@ export interface ClusterConfig {
 
 export interface Cluster {
   readonly id: string;
+  /**
+   * The Envoy cluster that reaches the API server this object talks to (kube-api-upstream.ts): an
+   * allow carrying a token minted through this object names it, so the token goes where it is valid.
+   */
+  readonly envoyCluster: string;
   /** Hands the cluster's pool to every client-node call made through it, watches included. */
   readonly kubeConfig: KubeConfig;
   /** Per-call options for @kubernetes/client-node APIs: an abort signal. */
@@ -216,7 +222,7 @@ export function connectCluster(credentials: ClusterCredentials): PooledCluster {
     contexts: [{ name: credentials.id, cluster: credentials.id, user: credentials.id }],
     currentContext: credentials.id,
   });
-  return pooled(credentials.id, kubeConfig, {
+  return pooled(credentials.id, registeredEnvoyCluster(credentials), kubeConfig, {
     ca: credentials.caPem,
     servername: credentials.tlsServerName,
     ...("token" in credential ? {} : { cert: credential.certPem, key: credential.keyPem }),
@@ -235,7 +241,7 @@ async function loadCluster(config: ClusterConfig): Promise<PooledCluster> {
 
   const tls: Record<string, unknown> = {};
   await kubeConfig.applyToHTTPSOptions(tls);
-  return pooled(config.id, kubeConfig, {
+  return pooled(config.id, kubeApiEnvoyCluster(config.id), kubeConfig, {
     ca: tls["ca"] as Buffer | undefined,
     cert: tls["cert"] as Buffer | undefined,
     key: tls["key"] as Buffer | undefined,
@@ -253,7 +259,7 @@ interface PoolTls {
 }
 
 /** The cluster's own pool, handed to every client-node call made through its kubeconfig. */
-function pooled(id: string, kubeConfig: PooledKubeConfig, tls: PoolTls): PooledCluster {
+function pooled(id: string, envoyCluster: string, kubeConfig: PooledKubeConfig, tls: PoolTls): PooledCluster {
   const pool = new Agent({
     ...API_SERVER_POOL,
     connect: { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 },
@@ -261,6 +267,7 @@ function pooled(id: string, kubeConfig: PooledKubeConfig, tls: PoolTls): PooledC
   kubeConfig.usePool(pool);
   const cluster: Cluster = {
     id,
+    envoyCluster,
     kubeConfig,
     callOptions(signal) {
       // The object-parameter APIs hand these options straight to the observable API, which calls

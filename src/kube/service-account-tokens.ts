@@ -10,8 +10,8 @@ import { CoreV1Api } from "#kubernetes-client";
 import { LRUCache } from "lru-cache";
 import { type Clusters, perCluster } from "./clusters.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
-import type { ServiceAccountTokens } from "../authz/ports.ts";
-import { type SafeHeaderValue, safeHeaderValue } from "../headers/mutations.ts";
+import type { MintedToken, ServiceAccountTokens } from "../authz/ports.ts";
+import { safeHeaderValue } from "../headers/mutations.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
 
 /** The dependency name in errors, logs and metrics. */
@@ -37,17 +37,17 @@ interface Target {
 }
 
 /** A cached "no such ServiceAccount" is a short-lived answer, not an error. */
-const MISSING = "" as SafeHeaderValue;
+const MISSING: MintedToken = Object.freeze({ token: "" as MintedToken["token"], envoyCluster: "" });
 const MISSING_TTL_MS = 2_000;
 
 export class TokenRequests implements ServiceAccountTokens {
-  readonly #cache: LRUCache<string, SafeHeaderValue, Target>;
+  readonly #cache: LRUCache<string, MintedToken, Target>;
 
   constructor(clusters: Clusters, options: ServiceAccountTokenOptions) {
     const now = options.now ?? Date.now;
     // Looked up per request: the registry adds, replaces and removes clusters while this runs.
     const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(CoreV1Api));
-    this.#cache = new LRUCache<string, SafeHeaderValue, Target>({
+    this.#cache = new LRUCache<string, MintedToken, Target>({
       max: options.maxEntries,
       ttl: MISSING_TTL_MS,
       perf: { now },
@@ -94,12 +94,13 @@ export class TokenRequests implements ServiceAccountTokens {
         const lifetime = new Date(expires).getTime() - requested;
         if (!(lifetime > 0)) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest returned an expired token");
         entry.ttl = Math.floor(lifetime * REFRESH_AT);
-        return headerSafe;
+        // The upstream of the cluster object asked, not of whatever is registered when a check reads it.
+        return { token: headerSafe, envoyCluster: cluster.envoyCluster };
       },
     });
   }
 
-  async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<SafeHeaderValue | undefined> {
+  async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<MintedToken | undefined> {
     const key = `${clusterId}/${namespace}/${name}/${ownerUid}`;
     // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
     const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
@@ -107,7 +108,7 @@ export class TokenRequests implements ServiceAccountTokens {
       publishCacheLookup("service_account_token", "hit");
       return hit === MISSING ? undefined : hit;
     }
-    const status: LRUCache.Status<string, SafeHeaderValue> = {};
+    const status: LRUCache.Status<string, MintedToken> = {};
     const token = await this.#cache.fetch(key, { context: { clusterId, namespace, name }, status });
     publishCacheLookup("service_account_token", status.fetch);
     if (token === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "no TokenRequest answer");

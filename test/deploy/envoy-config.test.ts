@@ -269,7 +269,7 @@ describe("routes and their policies", () => {
     { name: "an IP, inline CA", upstream: { server: "https://10.1.2.3:6443", trustedCa: { inline_string: "PEM" } }, sni: undefined, san: { san_type: "IP_ADDRESS", matcher: { exact: "10.1.2.3" } } },
     { name: "an IP and tls-server-name", upstream: { server: "https://10.1.2.3", trustedCa: { inline_string: "PEM" }, tlsServerName: "kubernetes.default" }, sni: "kubernetes.default", san: { san_type: "DNS", matcher: { exact: "kubernetes.default" } } },
   ])("kubeApiCluster: $name, decoded strictly into Envoy's Cluster", ({ upstream, sni, san }) => {
-    const built = kubeApiCluster(C1, upstream) as Json;
+    const built = kubeApiCluster(`kube-api-${C1}`, upstream) as Json;
     const decoded = decodeMessage("envoy.config.cluster.v3.Cluster", built);
     if (!decoded.ok) expect.fail(decoded.errors.join("\n"));
     expect(built.name).toBe(`kube-api-${C1}`);

@@ -524,7 +524,8 @@ async function cdsClusters(of: PortcullisProcess): Promise<Record<string, number
     return Object.fromEntries(
       (response.resources ?? []).map((r) => {
         const cluster = type.toObject(type.decode(r.value), { defaults: false }) as any;
-        return [cluster.name as string, cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value as number];
+        // By `kube-api-{id}`: a registered cluster's Envoy cluster name ends in a digest of where it goes.
+        return [(cluster.name as string).replace(/-[0-9a-f]{32}$/, ""), cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value as number];
       }),
     );
   } finally {

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { CLUSTER_TYPE_URL, registeredClusterResource } from "../../src/envoy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
+import { registeredEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
 import { connectPorts, type Ports } from "../../src/server/app.ts";
 import pino from "pino";
 import { rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
@@ -159,7 +160,10 @@ function decodeCluster(resource: Any): Json {
 
 // With proto-loader's `defaults: false`, an empty repeated field is absent.
 const names = (response: Response) => (response.resources ?? []).map((r) => decodeCluster(r)["name"] as string).sort();
-const byName = (response: Response, id: string) => decodeCluster(response.resources.find((r) => decodeCluster(r)["name"] === `kube-api-${id}`)!);
+/** The registered clusters a response serves: each Envoy cluster name is `kube-api-{id}-{digest}`. */
+const ids = (response: Response) => names(response).map(clusterIdOf).sort();
+const clusterIdOf = (name: string) => /^kube-api-([0-9a-f-]{36})-[0-9a-f]{32}$/.exec(name)?.[1] ?? `not a registered cluster: ${name}`;
+const byName = (response: Response, id: string) => decodeCluster(response.resources.find((r) => clusterIdOf(decodeCluster(r)["name"]) === id)!);
 
 describe("the strict resource decoder", () => {
   const good = (): Any => {
@@ -176,7 +180,7 @@ describe("the strict resource decoder", () => {
     { name: "a wrong wire type", resource: () => ({ ...good(), value: Buffer.concat([good().value, Buffer.from([0x08, 0x01])]) }), ok: false },
     { name: "truncated bytes", resource: () => ({ ...good(), value: good().value.subarray(0, good().value.length - 3) }), ok: false },
   ])("$name", ({ resource, ok }) => {
-    if (ok) expect(decodeCluster(resource())["name"]).toBe(`kube-api-${A}`);
+    if (ok) expect(clusterIdOf(decodeCluster(resource())["name"])).toBe(A);
     else expect(() => decodeCluster(resource())).toThrow();
   });
 });
@@ -198,7 +202,7 @@ describe("CDS on the ext_authz port, fed by the cluster registry", () => {
     await apply(clusterSecret("cluster-a", A));
     const envoy = new EnvoyStream();
     envoy.send({});
-    const first = await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a");
+    const first = await envoy.until((n) => n.map(clusterIdOf).includes(A), "cluster a");
     expect(first.type_url).toBe(CLUSTER_TYPE_URL);
     expect(first.version_info).toMatch(/^[0-9a-f]{16}$/);
     const a = byName(first, A);
@@ -217,13 +221,13 @@ describe("CDS on the ext_authz port, fed by the cluster registry", () => {
     const otherEnvoy = new EnvoyStream();
     envoy.send({});
     otherEnvoy.send({});
-    const before = await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a");
-    await otherEnvoy.until((n) => n.includes(`kube-api-${A}`), "cluster a, on the other stream");
+    const before = await envoy.until((n) => n.map(clusterIdOf).includes(A), "cluster a");
+    await otherEnvoy.until((n) => n.map(clusterIdOf).includes(A), "cluster a, on the other stream");
     await apply(clusterSecret("cluster-b", B, { "ca.crt": undefined, "tls-server-name": "kubernetes.default" }));
-    const added = await envoy.until((n) => n.includes(`kube-api-${B}`), "cluster b");
-    expect((await otherEnvoy.until((n) => n.includes(`kube-api-${B}`), "cluster b, on the other stream")).version_info).toBe(added.version_info);
+    const added = await envoy.until((n) => n.map(clusterIdOf).includes(B), "cluster b");
+    expect((await otherEnvoy.until((n) => n.map(clusterIdOf).includes(B), "cluster b, on the other stream")).version_info).toBe(added.version_info);
     otherEnvoy.close();
-    expect(names(added)).toEqual([`kube-api-${A}`, `kube-api-${B}`].sort());
+    expect(ids(added)).toEqual([A, B].sort());
     expect(added.version_info).not.toBe(before.version_info);
     expect(added.nonce).not.toBe(before.nonce);
     // No ca.crt: the CA bundle Envoy's image has (clusterRegistry.envoyCaFile); tls-server-name is the SNI and the name checked.
@@ -234,32 +238,44 @@ describe("CDS on the ext_authz port, fed by the cluster registry", () => {
       match_typed_subject_alt_names: [{ san_type: "DNS", matcher: { exact: "kubernetes.default" } }],
     });
     await remove("cluster-b");
-    const removed = await envoy.until((n) => !n.includes(`kube-api-${B}`), "cluster b gone");
-    expect(names(removed)).toEqual([`kube-api-${A}`]);
+    const removed = await envoy.until((n) => !n.map(clusterIdOf).includes(B), "cluster b gone");
+    expect(ids(removed)).toEqual([A]);
     expect(removed.version_info).toBe(before.version_info);
     envoy.close();
   });
 
-  it("a rotated credential alone is no new version (Envoy holds no credential); a new CA is", async () => {
+  it("a rotated credential alone is no new version (Envoy holds no credential); a new CA is a new Envoy cluster, the old one withdrawn once Envoy acknowledged it", async () => {
     const envoy = new EnvoyStream();
     envoy.send({});
-    const current = await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a");
+    const current = await envoy.until((n) => n.map(clusterIdOf).includes(A), "cluster a");
     await apply(clusterSecret("cluster-a", A, { token: `${api.adminToken}-rotated` }));
     await until(() => ports.clusters.has(A), 5_000, "cluster a");
     expect(await envoy.next(1_500)).toBeUndefined();
     await apply(clusterSecret("cluster-a", A, { "ca.crt": undefined }));
-    const changed = await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a with another CA");
+    // Another CA is another Envoy cluster, beside the old one until this Envoy acknowledges it.
+    const changed = (await envoy.next())!;
     expect(changed.version_info).not.toBe(current.version_info);
-    expect(byName(changed, A)["transport_socket"].typed_config.common_tls_context.validation_context.trusted_ca).toEqual({ filename: ENVOY_CA_FILE });
+    expect(ids(changed)).toEqual([A, A]);
+    const trustedCa = (name: string) => decodeCluster(changed.resources.find((r) => decodeCluster(r)["name"] === name)!)["transport_socket"].typed_config.common_tls_context.validation_context.trusted_ca;
+    const [oldName] = names(current).filter((n) => clusterIdOf(n) === A);
+    const newName = names(changed).find((n) => n !== oldName)!;
+    expect(trustedCa(oldName!)).toEqual({ inline_string: api.caPem });
+    expect(trustedCa(newName)).toEqual({ filename: ENVOY_CA_FILE });
+    expect(newName).toBe(registeredEnvoyCluster({ id: A, server: api.url }));
+    expect(ports.clusters.get(A)?.envoyCluster).toBe(newName);
+    expect(await envoy.next(1_000)).toBeUndefined();
+    envoy.send({ version_info: changed.version_info, response_nonce: changed.nonce });
+    const retired = (await envoy.next())!;
+    expect(names(retired)).toEqual([newName]);
     await apply(clusterSecret("cluster-a", A));
-    await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a back");
+    await envoy.until((n) => n.length === 1 && n[0] === oldName, "cluster a back, alone");
     envoy.close();
   });
 
   it("logs a NACK with Envoy's reason and does not send the rejected version again; the next change is sent", async () => {
     const envoy = new EnvoyStream();
     envoy.send({});
-    const rejected = await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a");
+    const rejected = await envoy.until((n) => n.map(clusterIdOf).includes(A), "cluster a");
     // until() ACKed it; Envoy rejecting it instead (the same nonce, error_detail, the version it keeps):
     envoy.send({ version_info: "", response_nonce: rejected.nonce, error_detail: { code: 3, message: "cds-test: cluster kube-api-x rejected" } });
     await until(() => logLines.some((l) => l["error"] === "cds-test: cluster kube-api-x rejected"), 5_000, "the NACK logged");
@@ -270,10 +286,10 @@ describe("CDS on the ext_authz port, fed by the cluster registry", () => {
     envoy.send({ version_info: "", response_nonce: "0" });
     expect(await envoy.next(1_000)).toBeUndefined();
     await apply(clusterSecret("cluster-c", C));
-    const next = await envoy.until((n) => n.includes(`kube-api-${C}`), "cluster c");
+    const next = await envoy.until((n) => n.map(clusterIdOf).includes(C), "cluster c");
     expect(next.version_info).not.toBe(rejected.version_info);
     await remove("cluster-c");
-    await envoy.until((n) => !n.includes(`kube-api-${C}`), "cluster c gone");
+    await envoy.until((n) => !n.map(clusterIdOf).includes(C), "cluster c gone");
     envoy.close();
   });
 
@@ -287,7 +303,7 @@ describe("CDS on the ext_authz port, fed by the cluster registry", () => {
   it("ends open streams at shutdown with OK (Envoy reconnects to another replica), never holding the server until the forced stop", async () => {
     const envoy = new EnvoyStream();
     envoy.send({});
-    await envoy.until((n) => n.includes(`kube-api-${A}`), "cluster a");
+    await envoy.until((n) => n.map(clusterIdOf).includes(A), "cluster a");
     const status = new Promise<number>((resolveStatus) => envoy.call.on("status", (s: grpc.StatusObject) => resolveStatus(s.code)));
     await portcullis.stop();
     stopped = true;

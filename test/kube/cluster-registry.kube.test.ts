@@ -154,8 +154,9 @@ describe("the cluster registry against real kube-apiservers", () => {
   }, 30_000);
 
   it("a rotated credential rebuilds that cluster alone: tokens asked afresh, the other cluster answering throughout", async () => {
-    const before = await ports.serviceAccountTokens.token(A, "registry-test", "portcullis");
-    expect(await ports.serviceAccountTokens.token(A, "registry-test", "portcullis")).toBe(before);
+    const before = (await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.token;
+    expect(before).toBeDefined();
+    expect((await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.token).toBe(before);
     const oldA = clusters().get(A);
     const oldB = clusters().get(B);
     let bAnswers = 0;
@@ -172,7 +173,7 @@ describe("the cluster registry against real kube-apiservers", () => {
     expect(bFailures).toBe(0);
     expect(bAnswers).toBeGreaterThan(0);
     // The token cached under the old credential was dropped: a new TokenRequest was made.
-    expect(await ports.serviceAccountTokens.token(A, "registry-test", "portcullis")).not.toBe(before);
+    expect((await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.token).not.toBe(before);
     const text = await metricsText();
     // a, b and the certificate's cluster (removed since) were added; a changed once.
     expect(text).toContain('portcullis_cluster_registry_events_total{event="added"} 3');

@@ -13,7 +13,7 @@ function clustersAs(user: { name: string; certData?: string; keyData?: string; t
     contexts: [{ name: "c", cluster: "c", user: user.name }],
     currentContext: "c",
   });
-  return new Clusters([{ id: "c1", kubeConfig, callOptions: () => ({}) }]);
+  return new Clusters([{ id: "c1", envoyCluster: "kube-api-c1", kubeConfig, callOptions: () => ({}) }]);
 }
 
 describe("SelfSubjectRulesReviews", () => {

@@ -63,8 +63,8 @@ describe("a safe token", () => {
     kube.tokenText = token;
     const port = tokens();
     const before = kube.issuedTokens.length;
-    expect(await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1")).toBe(token);
-    expect(await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1")).toBe(token);
+    expect((await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1"))?.token).toBe(token);
+    expect((await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1"))?.token).toBe(token);
     expect(kube.issuedTokens.length - before).toBe(1);
   });
 

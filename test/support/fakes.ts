@@ -5,6 +5,7 @@
 import type { PluginRequestAudit } from "../../src/audit/plugin-request.ts";
 import type { PluginTokenReplayAudit } from "../../src/audit/plugin-token-replay.ts";
 import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { kubeApiEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
 import type { AccessAttributes, Installation } from "../../src/authz/ports.ts";
 import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/authz/revocations.ts";
 import { safeHeaderValue } from "../../src/headers/mutations.ts";
@@ -70,7 +71,7 @@ export class FakeWorld implements Ports {
         if (token === undefined) return undefined;
         const safe = safeHeaderValue(token);
         if (safe === undefined) throw new DependencyUnavailable("kube-apiserver", "not a header value (fake)");
-        return safe;
+        return { token: safe, envoyCluster: kubeApiEnvoyCluster(clusterId) };
       });
     },
   };

@@ -21,6 +21,7 @@ import type {
   AccessAttributes,
   ClusterViewCheck,
   Installation,
+  MintedToken,
   InstallationLookup,
   KnownClusters,
   ServiceAccountTokens,
@@ -30,7 +31,7 @@ import { start } from "../started.ts";
 import { passed, trace } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { bearerCredential, mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
-import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../kube-api-upstream.ts";
+import { KUBE_API_CLUSTER_HEADER } from "../kube-api-upstream.ts";
 import { type KubePath, kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
 import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
 import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
@@ -187,7 +188,7 @@ async function userRequest(
   const saToken = await token;
   trace("user-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("user-unavailable", "you have no identity on this cluster yet");
-  return allow(credentialSwap(request, clusterId, saToken));
+  return allow(credentialSwap(request, saToken));
 }
 
 async function auditedPluginRequest(
@@ -294,7 +295,7 @@ async function pluginRequest(
   const saToken = await pluginToken;
   trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");
-  return allow(credentialSwap(request, clusterId, saToken));
+  return allow(credentialSwap(request, saToken));
 }
 
 function impersonates(headers: Readonly<Record<string, string>>): boolean {
@@ -334,12 +335,16 @@ async function allAllowed(review: UserAccessReview, clusterId: string, userId: s
 
 /**
  * The caller's credential never travels on: the injected ServiceAccount token replaces it, in
- * Authorization only. The upstream is the URL's cluster (a known id: checked before any allow),
- * named for Envoy's registered-cluster route whatever the client sent (kube-api-upstream.ts).
+ * Authorization only. The upstream is the URL's cluster (a known id: checked before any allow, and
+ * the id the token was asked of) as it was when the token was minted: the Envoy cluster of that
+ * API server, whatever the client sent and whatever the cluster was re-pointed to since
+ * (kube-api-upstream.ts).
  */
-function credentialSwap(request: HttpRequest, clusterId: string, saToken: SafeHeaderValue) {
+function credentialSwap(request: HttpRequest, minted: MintedToken) {
   const ws = websocketBearerDropped(request.headers);
-  return mutations(request.headers, { ...ws.set, [KUBE_API_CLUSTER_HEADER]: kubeApiEnvoyCluster(clusterId) }, ["cookie", ...ws.remove], { authorization: bearerCredential(saToken) });
+  return mutations(request.headers, { ...ws.set, [KUBE_API_CLUSTER_HEADER]: minted.envoyCluster }, ["cookie", ...ws.remove], {
+    authorization: bearerCredential(minted.token),
+  });
 }
 
 function auditLine(request: HttpRequest, claims: PluginClaims, trail: AuditTrail, decision: string): PluginRequestAudit {

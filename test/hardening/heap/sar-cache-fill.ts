@@ -15,7 +15,7 @@ if (gc === undefined) throw new Error("run with --expose-gc");
 const clusterId = "0b7e8f2c-3d4a-4b5c-8d6e-7f8091a2b3c4";
 const api = { createSubjectAccessReview: async () => ({ status: { allowed: true } }) };
 const kubeConfig = { makeApiClient: () => api } as unknown as KubeConfig;
-const clusters = new Clusters([{ id: clusterId, kubeConfig, callOptions: () => ({}) }]);
+const clusters = new Clusters([{ id: clusterId, envoyCluster: `kube-api-${clusterId}`, kubeConfig, callOptions: () => ({}) }]);
 // The shipped default entry bound (kube.sar.cacheMaxEntries).
 const reviews = new SubjectAccessReviews(clusters, { timeoutMs: 1_000, allowTtlMs: 600_000, denyTtlMs: 600_000, maxEntries: 50_000 });
 

@@ -25,6 +25,7 @@ async function h2DefaultCluster(): Promise<Cluster> {
   const pool = new Agent({ connect: { ca: tls["ca"] as Buffer, keepAlive: true, keepAliveInitialDelay: 30_000 } });
   return {
     id: "a",
+    envoyCluster: "kube-api-a",
     kubeConfig,
     callOptions: (signal) => ({
       middleware: [
