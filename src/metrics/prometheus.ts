@@ -25,6 +25,7 @@ import type {
 } from "./events.ts";
 
 import type { GrpcCallHandled } from "./grpc-server.ts";
+import { FLEET_LIST_SLOTS, type ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../kube/list-slots.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
@@ -75,7 +76,8 @@ export const BUILD = {
   node: process.version,
 };
 
-export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState): Registry {
+/** `listSlots`: the fleet's list limiter (a test hands its own). */
+export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState, listSlots: ListSlots = FLEET_LIST_SLOTS): Registry {
   const registry = new Registry();
   new Gauge({
     name: "portcullis_build_info",
@@ -192,6 +194,17 @@ export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState): Regis
     },
   });
 
+  new Gauge({
+    name: "portcullis_fleet_list_slots",
+    help: `Lists of the clusters' PluginInstallations holding one of the fleet's list slots (in_use) and queued for one (waiting); ${MAX_CONCURRENT_FLEET_LISTS} slots per process`,
+    labelNames: ["state"],
+    registers: [registry],
+    collect() {
+      // A start-up or reconnect of many clusters shows here: waiting > 0 is indexes not synced yet, not failing.
+      this.set({ state: "in_use" }, listSlots.running);
+      this.set({ state: "waiting" }, listSlots.waiting);
+    },
+  });
   if (fleet !== undefined) fleetMetrics(registry, fleet);
 
   subscribe("portcullis:decision", (message) => {

@@ -14,6 +14,7 @@ import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { CLUSTER_TYPE_URL, registeredClusterResource } from "../../src/envoy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 import { registeredEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
+import type { Clusters } from "../../src/kube/clusters.ts";
 import { connectPorts, type Ports } from "../../src/server/app.ts";
 import pino from "pino";
 import { rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
@@ -262,7 +263,7 @@ describe("CDS on the ext_authz port, fed by the cluster registry", () => {
     expect(trustedCa(oldName!)).toEqual({ inline_string: api.caPem });
     expect(trustedCa(newName)).toEqual({ filename: ENVOY_CA_FILE });
     expect(newName).toBe(registeredEnvoyCluster({ id: A, server: api.url }));
-    expect(ports.clusters.get(A)?.envoyCluster).toBe(newName);
+    expect((ports.clusters as Clusters).get(A)?.envoyCluster).toBe(newName);
     expect(await envoy.next(1_000)).toBeUndefined();
     envoy.send({ version_info: changed.version_info, response_nonce: changed.nonce });
     const retired = (await envoy.next())!;

@@ -12,6 +12,7 @@ import { DependencyUnavailable } from "../../src/authz/errors.ts";
 import { Clusters } from "../../src/kube/clusters.ts";
 import { InstallationIndex } from "../../src/kube/installation-index.ts";
 import { FLEET_LIST_SLOTS, ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../../src/kube/list-slots.ts";
+import { createMetrics } from "../../src/metrics/prometheus.ts";
 import { ids, PINNED_HASH } from "../support/tokens.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
 import { until } from "../support/wire-fakes/wired.ts";
@@ -236,7 +237,9 @@ describe("watched indexes list through the shared slots", () => {
     }
   }, 15_000);
 
-  it("every cluster's index shares the process's fleet slots unless given its own", async () => {
+  it("every cluster's index shares the process's fleet slots unless given its own; portcullis_fleet_list_slots shows them", async () => {
+    const metrics = createMetrics(() => []);
+    const slotSeries = async () => (await metrics.metrics()).split("\n").filter((l) => l.startsWith("portcullis_fleet_list_slots{"));
     // The fleet's slots all held by lists that never end, until the test gives them up.
     const holders = new AbortController();
     const held = Array.from({ length: MAX_CONCURRENT_FLEET_LISTS }, () =>
@@ -249,10 +252,13 @@ describe("watched indexes list through the shared slots", () => {
       await until(() => FLEET_LIST_SLOTS.waiting === 1, 5_000, "the cluster's list to queue");
       expect(healthy.requests.length).toBe(listsBefore);
       expect(lookup(index)).toBe("503");
+      // What an operator sees of it: every slot in use, one list waiting.
+      expect(await slotSeries()).toEqual([`portcullis_fleet_list_slots{state="in_use"} ${MAX_CONCURRENT_FLEET_LISTS}`, 'portcullis_fleet_list_slots{state="waiting"} 1']);
       holders.abort(new Error("test over"));
       await until(() => lookup(index) === "found", 5_000, "the cluster to sync once a slot is free");
       await started;
       expect(await Promise.all(held)).toEqual(held.map(() => "given up"));
+      expect(await slotSeries()).toEqual(['portcullis_fleet_list_slots{state="in_use"} 0', 'portcullis_fleet_list_slots{state="waiting"} 0']);
     } finally {
       holders.abort(new Error("test over"));
       await index.stop();
