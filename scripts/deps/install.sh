@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Provides the pinned binaries the integration tests run for real: OpenFGA,
-# kube-apiserver, etcd and tini (the image's init). They are cached outside the repo, keyed by version,
+# kube-apiserver, etcd and tini (the image's init); egctl, helm and the Gateway API, Envoy Gateway
+# and Istio CRDs for the gateway manifests' tests. They are cached outside the repo, keyed by version,
 # so a warm run only checks that the files exist. Also installs jemalloc (Debian's libjemalloc2),
 # the allocator portcullis ships with (src/cli/node-flags.ts), where the system has none: it is
 # preloaded by name, so it must be where the dynamic loader looks, as in the image.
@@ -9,7 +10,8 @@
 #   source "${PORTCULLIS_CACHE:-$HOME/.cache/portcullis}/env"
 #
 # Only package registries are reachable here (no release downloads), hence:
-# OpenFGA and kube-apiserver are compiled from the Go module proxy, etcd and
+# OpenFGA, kube-apiserver, egctl and helm are compiled from the Go module proxy (the
+# CRD files come from the same modules), etcd and
 # tini come from Debian's packages.
 set -euo pipefail
 
@@ -21,6 +23,16 @@ KUSTOMIZE_VERSION=v5.5.0
 ETCD_VERSION=3.4.23
 # Debian's tini, the init the image's ENTRYPOINT runs node under (the Dockerfile says why).
 TINI_VERSION=0.19.0
+# Envoy Gateway's CLI: `egctl experimental translate` is its own Gateway API -> xDS translator,
+# run offline by test/deploy/envoy-gateway-xds.test.ts (cold build: about 4 min). Its module also
+# ships the Envoy Gateway CRDs.
+ENVOY_GATEWAY_VERSION=v1.9.1
+# The Gateway API release Envoy Gateway v1.9.1 builds against (its go.mod); its standard-channel CRDs.
+GATEWAY_API_VERSION=v1.6.1
+# istio.io/api: Istio's CRDs with their OpenAPI schemas (kubernetes/customresourcedefinitions.gen.yaml).
+ISTIO_API_VERSION=v1.32.0
+# Renders and lints deploy/helm/portcullis in the tests (cold build: about 2 min).
+HELM_VERSION=v3.21.4
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 K8S_MODULE_DIR="$HERE/kube-apiserver"
@@ -34,6 +46,15 @@ KUBE_APISERVER_BIN="$BIN/kube-apiserver-$K8S_VERSION"
 ETCD_BIN="$BIN/etcd-$ETCD_VERSION"
 TINI_BIN="$BIN/tini-$TINI_VERSION"
 KUSTOMIZE_BIN="$BIN/kustomize-$KUSTOMIZE_VERSION"
+EGCTL_BIN="$BIN/egctl-$ENVOY_GATEWAY_VERSION"
+HELM_BIN="$BIN/helm-$HELM_VERSION"
+# CRD files copied out of the Go module cache, one directory per module version.
+CRDS="$CACHE/crds"
+GATEWAY_API_CRDS="$CRDS/gateway-api-$GATEWAY_API_VERSION"
+ENVOY_GATEWAY_CRDS="$CRDS/envoy-gateway-$ENVOY_GATEWAY_VERSION"
+ISTIO_CRDS="$CRDS/istio-api-$ISTIO_API_VERSION"
+# istio.io/api's .proto files (with the common protos they import), to decode the generated Istio objects.
+ISTIO_API_PROTOS="$CACHE/protos/istio-api-$ISTIO_API_VERSION"
 # The differential oracle links k8s.io/apiserver at the release matching
 # K8S_VERSION; keyed by its source too, so an edit rebuilds it.
 ORACLE_DIR="$HERE/requestinfo-oracle"
@@ -127,6 +148,73 @@ install_requestinfo_oracle() {
   mv "$REQUESTINFO_ORACLE_BIN.tmp" "$REQUESTINFO_ORACLE_BIN"
 }
 
+install_egctl() {
+  [[ -x "$EGCTL_BIN" ]] && { log "egctl $ENVOY_GATEWAY_VERSION: cached"; return; }
+  need_go
+  log "egctl $ENVOY_GATEWAY_VERSION: building from the Go module proxy (cold: about 4 min)"
+  local tmp; tmp="$(mktemp -d "$BIN/.egctl.XXXXXX")"
+  run_with_progress egctl env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
+    go install -trimpath -ldflags="-s -w" "github.com/envoyproxy/gateway/cmd/egctl@$ENVOY_GATEWAY_VERSION"
+  mv "$tmp/egctl" "$EGCTL_BIN"
+  rmdir "$tmp"
+}
+
+install_helm() {
+  [[ -x "$HELM_BIN" ]] && { log "helm $HELM_VERSION: cached"; return; }
+  need_go
+  log "helm $HELM_VERSION: building from the Go module proxy (cold: about 2 min)"
+  local tmp; tmp="$(mktemp -d "$BIN/.helm.XXXXXX")"
+  # Stamp the version `helm version` and the chart's kubeVersion checks read.
+  run_with_progress helm env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
+    go install -trimpath -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  mv "$tmp/helm" "$HELM_BIN"
+  rmdir "$tmp"
+}
+
+# The directory of Go module $1 at version $2 in the module cache (downloaded if missing).
+module_dir() {
+  need_go
+  local dir
+  dir="$(GOFLAGS=-mod=mod go mod download -json "$1@$2" | awk -F'"' '$2 == "Dir" { print $4 }')"
+  [[ -d "$dir" ]] || die "go mod download $1@$2 gave no directory"
+  printf '%s\n' "$dir"
+}
+
+# Copies CRD files $3... (relative to module $1@$2's directory) into directory $4's final name.
+copy_crds() {
+  local module="$1" version="$2" dest="$3"; shift 3
+  [[ -d "$dest" ]] && { log "CRDs of $module $version: cached"; return; }
+  local dir; dir="$(module_dir "$module" "$version")"
+  local tmp; tmp="$(mktemp -d "$CRDS/.crds.XXXXXX")"
+  local f
+  for f in "$@"; do cp "$dir/$f" "$tmp/"; done
+  chmod 644 "$tmp"/*
+  mv "$tmp" "$dest"
+  log "CRDs of $module $version: copied from the module cache"
+}
+
+install_crds() {
+  mkdir -p "$CRDS"
+  local gwapi=config/crd/standard/gateway.networking.k8s.io
+  copy_crds sigs.k8s.io/gateway-api "$GATEWAY_API_VERSION" "$GATEWAY_API_CRDS" \
+    "${gwapi}_gatewayclasses.yaml" "${gwapi}_gateways.yaml" "${gwapi}_httproutes.yaml" "${gwapi}_grpcroutes.yaml" \
+    "${gwapi}_referencegrants.yaml" "${gwapi}_backendtlspolicies.yaml"
+  local eg=charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io
+  copy_crds github.com/envoyproxy/gateway "$ENVOY_GATEWAY_VERSION" "$ENVOY_GATEWAY_CRDS" \
+    "${eg}_securitypolicies.yaml" "${eg}_clienttrafficpolicies.yaml" "${eg}_backendtrafficpolicies.yaml" \
+    "${eg}_backends.yaml" "${eg}_httproutefilters.yaml" "${eg}_envoyproxies.yaml"
+  copy_crds istio.io/api "$ISTIO_API_VERSION" "$ISTIO_CRDS" kubernetes/customresourcedefinitions.gen.yaml
+  if [[ -d "$ISTIO_API_PROTOS" ]]; then log "protos of istio.io/api $ISTIO_API_VERSION: cached"; return; fi
+  local dir; dir="$(module_dir istio.io/api "$ISTIO_API_VERSION")"
+  mkdir -p "$CACHE/protos"
+  local tmp; tmp="$(mktemp -d "$CACHE/protos/.istio.XXXXXX")"
+  (cd "$dir" && find . -name '*.proto' -print0 | xargs -0 cp --parents -t "$tmp")
+  chmod -R u+w,go+r "$tmp"
+  mv "$tmp" "$ISTIO_API_PROTOS"
+  log "protos of istio.io/api $ISTIO_API_VERSION: copied from the module cache"
+}
+
 # Unpacks Debian package $1 into $2/root. Download and unpack rather than
 # install: installing etcd-server would also set up (and outside containers
 # start) a system etcd service nobody needs.
@@ -187,6 +275,9 @@ main() {
   install_kube_apiserver
   install_requestinfo_oracle
   install_kustomize
+  install_egctl
+  install_helm
+  install_crds
 
   cat >"$CACHE/env" <<EOF
 export PORTCULLIS_OPENFGA_BIN="$OPENFGA_BIN"
@@ -195,6 +286,12 @@ export PORTCULLIS_ETCD_BIN="$ETCD_BIN"
 export PORTCULLIS_TINI_BIN="$TINI_BIN"
 export PORTCULLIS_REQUESTINFO_ORACLE_BIN="$REQUESTINFO_ORACLE_BIN"
 export PORTCULLIS_KUSTOMIZE_BIN="$KUSTOMIZE_BIN"
+export PORTCULLIS_EGCTL_BIN="$EGCTL_BIN"
+export PORTCULLIS_HELM_BIN="$HELM_BIN"
+export PORTCULLIS_GATEWAY_API_CRDS="$GATEWAY_API_CRDS"
+export PORTCULLIS_ENVOY_GATEWAY_CRDS="$ENVOY_GATEWAY_CRDS"
+export PORTCULLIS_ISTIO_CRDS="$ISTIO_CRDS"
+export PORTCULLIS_ISTIO_API_PROTOS="$ISTIO_API_PROTOS"
 EOF
   log "wrote $CACHE/env (the test harness reads it; or source it):"
   cat "$CACHE/env"

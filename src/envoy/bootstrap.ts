@@ -54,7 +54,14 @@ export function decodeBootstrap(text: string): DecodeResult {
 
 /** Strictly decodes a JSON value (proto3 JSON mapping) as the named message type. */
 export function decodeMessage(typeName: string, value: unknown): DecodeResult {
-  const type = envoyRoot().lookupType(typeName);
+  return decodeAs(envoyRoot().lookupType(typeName), value);
+}
+
+/**
+ * decodeMessage for a message type of another proto tree (Istio's API, for the generated Istio
+ * objects); an Any inside it still resolves against Envoy's protos.
+ */
+export function decodeAs(type: protobuf.Type, value: unknown): DecodeResult {
   const errors: string[] = [];
   const plain = convertMessage(type, value, "", errors);
   if (errors.length > 0) return { ok: false, errors };

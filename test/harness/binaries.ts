@@ -13,6 +13,13 @@ const ENV_VARS = {
   tini: "PORTCULLIS_TINI_BIN",
   requestInfoOracle: "PORTCULLIS_REQUESTINFO_ORACLE_BIN",
   kustomize: "PORTCULLIS_KUSTOMIZE_BIN",
+  egctl: "PORTCULLIS_EGCTL_BIN",
+  helm: "PORTCULLIS_HELM_BIN",
+  // Directories of CRD files, copied from the projects' Go modules.
+  gatewayApiCrds: "PORTCULLIS_GATEWAY_API_CRDS",
+  envoyGatewayCrds: "PORTCULLIS_ENVOY_GATEWAY_CRDS",
+  istioCrds: "PORTCULLIS_ISTIO_CRDS",
+  istioApiProtos: "PORTCULLIS_ISTIO_API_PROTOS",
 } as const;
 
 export type BinaryName = keyof typeof ENV_VARS;
