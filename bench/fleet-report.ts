@@ -1,4 +1,5 @@
 /** The "Fleet" section of bench/RESULTS.md, from one runFleet() result (bench/fleet.ts). */
+import { cdsBytesLines } from "./cds-bytes.ts";
 import type { CallCounts, FleetResult, ProcessMemory } from "./fleet.ts";
 
 const MiB = 2 ** 20;
@@ -182,5 +183,16 @@ export function fleetSection(r: FleetResult): string {
     "version before relying on it. Without it, the cost above is bounded by the TTLs and is what a fleet pays.",
     "",
   );
+  if (r.cdsBytes !== undefined) {
+    w(
+      "### CDS bytes per change: State of the World against Delta",
+      "",
+      "bench/cds-bytes.ts, in the same run: the serialized CDS responses one change causes, as a real gRPC client that ACKs every response",
+      "receives them (each cluster with a 2048-bit RSA CA inline). SotW resends every cluster on every version; Delta sends the one that changed.",
+      "",
+      ...cdsBytesLines(r.cdsBytes),
+      "",
+    );
+  }
   return out.join("\n");
 }

@@ -28,6 +28,7 @@ import { configSchema } from "../src/config/schema.ts";
 import { authorizationClient } from "../src/envoy/protos.ts";
 import { freePort } from "../test/harness/ports.ts";
 import { pluginClaims, SECRET, sign } from "../test/support/tokens.ts";
+import { type CdsBytes, cdsBytesPerChange } from "./cds-bytes.ts";
 import { fleetSection } from "./fleet-report.ts";
 import { cpuSeconds, type LoadResult, rssBytes, runLoad } from "./ghz.ts";
 import { startProcess, type ServerProcess } from "./processes.ts";
@@ -122,6 +123,8 @@ export interface FleetResult {
   /** Secret deleted → first 404 unknown-cluster (ms). */
   readonly removalMs: number[];
   readonly replicaRuns: ReplicaRun[];
+  /** Bytes CDS sends per change, SotW against Delta, at 100 clusters and at the fleet's (absent in results from before Delta). */
+  readonly cdsBytes?: CdsBytes[];
   readonly commands: string[];
 }
 
@@ -505,6 +508,8 @@ export async function runFleet(options: FleetOptions): Promise<FleetResult> {
       registrationMs,
       removalMs,
       replicaRuns,
+      // In-process and byte counts only: no timing, so the load of the phases above does not matter.
+      cdsBytes: await cdsBytesPerChange([...new Set([100, clusterCount])]),
       commands: commands.map((c) => c.replaceAll(`${ROOT}/`, "")),
     };
   } finally {
