@@ -8,12 +8,16 @@ export interface HttpRequest {
   readonly method: string;
   /** The path without query string or fragment, exactly as Envoy saw it (after its normalisation). */
   readonly path: string;
-  /** The query as Go's url.ParseQuery reads it (the upstreams, kube-apiserver above all, are Go). */
+  /**
+   * The query as kube-apiserver's handlers read it, `req.URL.Query()`: Go's url.ParseQuery with its
+   * error ignored, so a pair Go cannot read is dropped here too and the rest is read.
+   */
   readonly query: URLSearchParams;
   /**
-   * Set when Go would not read the request target as `path` and `query` say: Go's url.ParseQuery
-   * refused part or all of the query, or the target holds a `#` (Go's server keeps it in the path or
-   * query; here it would be cut off). A policy whose decision depends on the query refuses the request.
+   * Set when `path` and `query` may not be what the API server reads: a query past net/url's
+   * parameter limit or not UTF-8 once unescaped (see goQuery), or a `#` in the target (Go's server
+   * keeps it in the path or query; here it would be cut off). A policy whose decision depends on the
+   * query refuses the request.
    */
   readonly targetError?: string | undefined;
   /** Lower-case header names. Repeated headers arrive merged by Envoy with ", ". */
@@ -119,18 +123,21 @@ function splitPath(raw: string): { path: string; query: URLSearchParams; targetE
   return { path: noFragment.slice(0, q), query, targetError: fragmentError ?? error };
 }
 
-/** net/url's defaultMaxParams (GODEBUG urlmaxqueryparams): past it Go drops the whole query. */
+/** net/url's default urlmaxqueryparams: past it Go (from 1.24.12, 1.25.6, 1.26) drops the whole query. */
 export const GO_MAX_QUERY_PARAMS = 10_000;
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /**
- * Go's url.ParseQuery: pairs split on `&` only; a pair holding `;` or a malformed %-escape is
- * dropped, `+` is a space, and more than GO_MAX_QUERY_PARAMS pairs drop the whole query. Each of
- * those is also reported as `error` (kube-apiserver reads the query with the error ignored), as is
- * a key or value whose bytes are not UTF-8, which a JavaScript string cannot hold as Go does.
- * Kept, `?watch=1;` would read as a watch here while kube-apiserver runs a list, and
- * `?fieldSelector=metadata.name%3Dweb-1` + 10,000 `&` as a one-pod list while it lists them all.
+ * Go's url.ParseQuery as kube-apiserver's handlers call it (`req.URL.Query()`, the error ignored):
+ * pairs split on `&` only; a pair holding `;` (no longer a separator since Go 1.17) or a malformed
+ * %-escape is dropped and the rest is read; `+` is a space; repeated keys keep their order (Go's
+ * `Get`, like URLSearchParams', returns the first). Dropping is what every kube-apiserver does, so
+ * it is no reason to refuse. `error` says what cannot be read as every API server reads it:
+ *  - more than GO_MAX_QUERY_PARAMS pairs: Go drops the whole query since the limit was added, an
+ *    API server built with an older Go (or another urlmaxqueryparams) reads all or part of it;
+ *  - a key or value whose bytes are not UTF-8 once unescaped: Go keeps the bytes, a JavaScript
+ *    string cannot (nor can the SubjectAccessReview's JSON).
  */
 export function goQuery(raw: string): { query: URLSearchParams; error: string | undefined } {
   const query = new URLSearchParams();
@@ -140,20 +147,13 @@ export function goQuery(raw: string): { query: URLSearchParams; error: string | 
   }
   let error: string | undefined;
   for (const pair of pairs) {
-    if (pair.includes(";")) {
-      error ??= "a ; in the query (Go drops that parameter)";
-      continue;
-    }
-    if (pair === "") continue;
+    if (pair === "" || pair.includes(";")) continue;
     const eq = pair.indexOf("=");
     const key = goQueryUnescape(eq === -1 ? pair : pair.slice(0, eq));
     const value = goQueryUnescape(eq === -1 ? "" : pair.slice(eq + 1));
-    if (typeof key !== "string") {
-      error ??= key.error;
-      continue;
-    }
-    if (typeof value !== "string") {
-      error ??= value.error;
+    if (key === DROPPED || value === DROPPED) continue;
+    if (key === NOT_UTF8 || value === NOT_UTF8) {
+      error ??= "a query parameter that is not UTF-8";
       continue;
     }
     query.append(key, value);
@@ -161,10 +161,15 @@ export function goQuery(raw: string): { query: URLSearchParams; error: string | 
   return { query, error };
 }
 
+/** url.QueryUnescape fails: Go drops the pair. */
+const DROPPED = Symbol("malformed %-escape");
+/** The unescaped bytes are not UTF-8. */
+const NOT_UTF8 = Symbol("not UTF-8");
+
 /** url.QueryUnescape, then the bytes read as UTF-8. */
-function goQueryUnescape(s: string): string | { error: string } {
+function goQueryUnescape(s: string): string | typeof DROPPED | typeof NOT_UTF8 {
   if (!s.includes("%") && !s.includes("+")) return s;
-  if (/%(?![0-9A-Fa-f]{2})/.test(s)) return { error: "a malformed %-escape in the query (Go drops that parameter)" };
+  if (/%(?![0-9A-Fa-f]{2})/.test(s)) return DROPPED;
   const chunks: Buffer[] = [];
   let text = 0;
   for (let i = 0; i < s.length; i++) {
@@ -183,6 +188,6 @@ function goQueryUnescape(s: string): string | { error: string } {
   try {
     return UTF8.decode(Buffer.concat(chunks));
   } catch {
-    return { error: "a query parameter that is not UTF-8" };
+    return NOT_UTF8;
   }
 }

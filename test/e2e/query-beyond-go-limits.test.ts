@@ -12,6 +12,9 @@
  *  2. the plugin's token, which the gateway would have injected, lists every pod with them;
  *  3. portcullis denies both with a 400 bad-request, and still allows (and the API server serves)
  *     the same requests within Go's limit.
+ * Issue 42 §6: a pair Go cannot read (`%zz`, a `;`) is dropped by kube-apiserver, which reads the
+ * rest: the request is served. portcullis reads it the same way, so both ServiceAccounts it injects
+ * get what carol's own gets, and a pair whose loss widens the request is reviewed widened (refused).
  */
 import { Agent, fetch as undiciFetch } from "undici";
 import { CoreV1Api, RbacAuthorizationV1Api, type V1PolicyRule } from "@kubernetes/client-node";
@@ -76,6 +79,12 @@ afterAll(async () => {
   await world?.stop();
 });
 
+/** A UserToken request by carol through portcullis, as Envoy sends it. */
+async function checkAsUser(pathAndQuery: string) {
+  const token = await userToken({ sub: users.carol });
+  return world.portcullis.check({ path: `/clusters/${ids.cluster}${pathAndQuery}`, headers: { authorization: `Bearer ${token}` }, policy: "kube-api-proxy" });
+}
+
 /** A PluginToken request by carol through portcullis, as Envoy sends it. */
 async function check(pathAndQuery: string) {
   const token = await pluginToken({ sub: users.carol, installation_id: world.installationUid });
@@ -121,5 +130,34 @@ describe("a query past Go's 10,000 parameters, on the real kube-apiserver", () =
     if (!within.allowed) return;
     expect(await kubeGet(`${PODS}?${SELECTOR}${WITHIN}`, within.set["authorization"]!)).toEqual({ status: 200, pods: ["web-1"] });
     expect(await check(`${PODS}?watch=1&timeoutSeconds=1${WITHIN.slice(1)}`)).toMatchObject({ allowed: true });
+  });
+});
+
+describe("a pair Go drops while reading the rest (issue 42 §6), on the real kube-apiserver", () => {
+  /** Through portcullis's decision: the token it injects, used as Envoy would, on the real API server. */
+  async function throughGateway(decision: Awaited<ReturnType<typeof check>>, pathAndQuery: string) {
+    expect(decision).toMatchObject({ allowed: true });
+    if (!decision.allowed) return undefined;
+    return kubeGet(pathAndQuery, decision.set["authorization"]!);
+  }
+
+  it("the issue's request: both ServiceAccounts get web-1 (200), as carol's own does", async () => {
+    const issue = `${PODS}?${SELECTOR}&%zz=1`;
+    expect(await kubeGet(issue, carolSa)).toEqual({ status: 200, pods: ["web-1"] });
+    expect(await throughGateway(await checkAsUser(issue), issue)).toEqual({ status: 200, pods: ["web-1"] });
+    expect(await throughGateway(await check(issue), issue)).toEqual({ status: 200, pods: ["web-1"] });
+  });
+
+  it("a dropped first fieldSelector: the second is the one both read", async () => {
+    const shadowed = `${PODS}?fieldSelector=metadata.name%3Ddb-0;&${SELECTOR}&watch=1%zz`;
+    expect(await kubeGet(shadowed, carolSa)).toEqual({ status: 200, pods: ["web-1"] });
+    expect(await throughGateway(await check(shadowed), shadowed)).toEqual({ status: 200, pods: ["web-1"] });
+  });
+
+  it("a fieldSelector Go drops is reviewed as the list of every pod: refused, where the plugin's token would list them all", async () => {
+    const widened = `${PODS}?${SELECTOR}%zz`;
+    expect((await kubeGet(widened, carolSa)).status).toBe(403);
+    expect(await kubeGet(widened, pluginSa)).toEqual({ status: 200, pods: ["db-0", "web-1", "web-2"] });
+    expect(await check(widened)).toMatchObject({ allowed: false, http: 403, reason: "user-sar-denied" });
   });
 });

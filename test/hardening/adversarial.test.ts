@@ -386,8 +386,8 @@ const paths: Case[] = [
   { name: "plugin-assets: control, GET", expect: "allow", policy: "plugin-assets", path: "/plugins/cert-manager/1.4.0/console/index.html" },
 ];
 
-// Go's url.ParseQuery (kube-apiserver) drops a pair holding `;` or a bad escape; the gateway must
-// authorize the verb kube will really run. configmaps: WATCH only, never list.
+// Go's url.ParseQuery (kube-apiserver) drops a pair holding `;` or a bad escape and reads the rest;
+// the gateway must authorize the verb kube will really run. configmaps: WATCH only, never list.
 const CM = `${C}/api/v1/namespaces/team-a/configmaps`;
 const SECRETS = `${C}/api/v1/namespaces/team-a/secrets`;
 const queries: Case[] = [
@@ -400,14 +400,17 @@ const queries: Case[] = [
   { name: "?watch=0", expect: "user-sar-denied", path: `${CM}?watch=0` },
   { name: "?watch=False", expect: "user-sar-denied", path: `${CM}?watch=False` },
   { name: "?watch=fal%73e (escaped false)", expect: "user-sar-denied", path: `${CM}?watch=fal%73e` },
-  // A query Go reads only in part (it drops a pair with `;` or a bad escape) is refused, never reviewed.
-  { name: "?watch=1; (Go drops the pair)", expect: "bad-request", path: `${CM}?watch=1;` },
-  { name: "?watch=1;x=y (Go drops the pair)", expect: "bad-request", path: `${CM}?watch=1;x=y` },
-  { name: "?x=1;watch=1 (Go drops the pair)", expect: "bad-request", path: `${CM}?x=1;watch=1` },
-  { name: "?watch=%zz (bad escape, Go drops it)", expect: "bad-request", path: `${CM}?watch=%zz` },
-  { name: "?watch%zz=1 (bad escape in the name)", expect: "bad-request", path: `${CM}?watch%zz=1` },
-  { name: "?watch=1&x=%zz (even a bad pair Go would drop alone)", expect: "bad-request", path: `${CM}?watch=1&x=%zz` },
-  { name: "?watch=1&x=a;b (even a bad pair Go would drop alone)", expect: "bad-request", path: `${CM}?watch=1&x=a;b` },
+  // A pair Go drops (`;`, a bad escape) is dropped here too, and the rest is reviewed as kube-apiserver
+  // reads it (issue 42 §6): a watch whose pair is lost is reviewed as the list kube-apiserver runs.
+  { name: "?watch=1; (Go drops the pair: a list)", expect: "user-sar-denied", path: `${CM}?watch=1;` },
+  { name: "?watch=1;x=y (Go drops the pair: a list)", expect: "user-sar-denied", path: `${CM}?watch=1;x=y` },
+  { name: "?x=1;watch=1 (Go drops the pair: a list)", expect: "user-sar-denied", path: `${CM}?x=1;watch=1` },
+  { name: "?watch=%zz (bad escape, Go drops it: a list)", expect: "user-sar-denied", path: `${CM}?watch=%zz` },
+  { name: "?watch%zz=1 (bad escape in the name: a list)", expect: "user-sar-denied", path: `${CM}?watch%zz=1` },
+  { name: "?watch=1;&watch=0 (the first Go reads is 0: a list)", expect: "user-sar-denied", path: `${CM}?watch=1;&watch=0` },
+  { name: "control: ?watch=1&x=%zz (Go drops the bad pair alone)", expect: "allow", path: `${CM}?watch=1&x=%zz`, sarVerbs: ["watch"] },
+  { name: "control: ?watch=1&x=a;b (Go drops the bad pair alone)", expect: "allow", path: `${CM}?watch=1&x=a;b`, sarVerbs: ["watch"] },
+  { name: "control: ?watch=0%zz&watch=1 (the first Go reads is 1)", expect: "allow", path: `${CM}?watch=0%zz&watch=1`, sarVerbs: ["watch"] },
   { name: "control: ?watch=%31 (escaped 1)", expect: "allow", path: `${CM}?watch=%31`, sarVerbs: ["watch"] },
   { name: "?watch+=1 (name is 'watch ')", expect: "user-sar-denied", path: `${CM}?watch+=1` },
   { name: "#?watch=1 fragment (Go's server keeps the # in the path)", expect: "bad-request", path: `${CM}#?watch=1` },
@@ -415,8 +418,11 @@ const queries: Case[] = [
   { name: "control: fieldSelector with ==", expect: "allow", path: `${SECRETS}?fieldSelector=metadata.name%3D%3Dallowed-secret`, sarVerbs: ["list"] },
   { name: "fieldSelector with != (all but one)", expect: "user-sar-denied", path: `${SECRETS}?fieldSelector=metadata.name!%3Dallowed-secret` },
   { name: "fieldSelector on another field", expect: "user-sar-denied", path: `${SECRETS}?fieldSelector=metadata.namespace%3Dteam-a` },
-  { name: "fieldSelector pair with ; (Go drops it: every secret)", expect: "bad-request", path: `${SECRETS}?fieldSelector=metadata.name%3Dallowed-secret;` },
-  { name: "fieldSelector with a bad escape (Go drops it: every secret)", expect: "bad-request", path: `${SECRETS}?fieldSelector=metadata.name%3Dallowed-secret%zz` },
+  { name: "fieldSelector pair with ; (Go drops it: every secret)", expect: "user-sar-denied", path: `${SECRETS}?fieldSelector=metadata.name%3Dallowed-secret;` },
+  { name: "fieldSelector with a bad escape (Go drops it: every secret)", expect: "user-sar-denied", path: `${SECRETS}?fieldSelector=metadata.name%3Dallowed-secret%zz` },
+  { name: "control: fieldSelector beside a %zz pair (issue 42 §6)", expect: "allow", path: `${SECRETS}?fieldSelector=metadata.name%3Dallowed-secret&%zz=1`, sarVerbs: ["list"] },
+  { name: "control: a dropped first fieldSelector, then the allowed one", expect: "allow", path: `${SECRETS}?fieldSelector=metadata.name%3Ddb;&fieldSelector=metadata.name%3Dallowed-secret`, sarVerbs: ["list"] },
+  { name: "the allowed fieldSelector dropped, then another one", expect: "user-sar-denied", path: `${SECRETS}?fieldSelector=metadata.name%3Dallowed-secret%zz&fieldSelector=metadata.name%3Ddb` },
   { name: "fieldSelector + 10,000 & (Go drops the whole query: every secret)", expect: "bad-request", path: `${SECRETS}?fieldSelector=metadata.name%3Dallowed-secret${"&".repeat(10_000)}` },
   { name: "control: fieldSelector + 9,999 & (10,000 parameters, Go reads them)", expect: "allow", path: `${SECRETS}?fieldSelector=metadata.name%3Dallowed-secret${"&".repeat(9_999)}`, sarVerbs: ["list"] },
   { name: "watch + 10,000 & (Go drops the whole query: a list)", expect: "bad-request", path: `${CM}?watch=1${"&".repeat(10_000)}` },

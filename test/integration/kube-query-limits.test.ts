@@ -1,10 +1,13 @@
 /**
- * Query beyond Go's limits, over real gRPC (issue 11). kube-apiserver reads the query with Go's
- * url.ParseQuery, errors ignored: past 10,000 parameters it drops the whole query, and it drops a
- * pair holding `;` or a bad %-escape. Reviewing such a request as if parsed reviewed another request
- * than the one the plugin's token then runs (`list pods name=web-1` reviewed, every pod listed).
- * Each is a 400 bad-request now, and no SubjectAccessReview is asked. The controls show the limit is
- * Go's: 10,000 parameters are still read. The ports are recording fakes that say yes to everything.
+ * Query beyond Go's limits, over real gRPC (issues 11 and 42 §6). kube-apiserver reads the query with
+ * Go's url.ParseQuery, errors ignored: past 10,000 parameters it drops the whole query (an API server
+ * built with an older Go reads all of it), and it drops a pair holding `;` or a bad %-escape and reads
+ * the rest. Reviewing a request as if parsed otherwise reviews another request than the one the
+ * plugin's token then runs (`list pods name=web-1` reviewed, every pod listed). Past the limit, or
+ * with bytes that are not UTF-8, is a 400 bad-request and no SubjectAccessReview is asked; a pair Go
+ * drops is dropped here too and the rest reviewed as kube-apiserver reads it. The controls show the
+ * limit is Go's: 10,000 parameters are still read. The ports are recording fakes that say yes to
+ * everything.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { AccessAttributes } from "../../src/authz/ports.ts";
@@ -39,10 +42,21 @@ const rows: Array<{ name: string; method?: string; path: string; expected: { rea
   { name: "control: fieldSelector + 9,999 & (10,000 parameters)", path: `${PODS}?${SELECTOR}${"&".repeat(9_999)}`, expected: { sars: [pods("list", "web-1")] } },
   { name: "control: watch=1 + 9,999 &", path: `${PODS}?watch=1${"&".repeat(9_999)}`, expected: { sars: [pods("watch")] } },
   { name: "control: 10,000 %26 are not separators", path: `${PODS}?watch=1&x=${"%26".repeat(10_000)}`, expected: { sars: [pods("watch")] } },
-  // pairs Go drops while reading the rest
-  { name: "fieldSelector pair with ;", path: `${PODS}?${SELECTOR};`, expected: { reason: "bad-request" } },
-  { name: "watch with a bad escape", path: `${PODS}?watch=1%zz`, expected: { reason: "bad-request" } },
+  // pairs Go drops while reading the rest: reviewed as kube-apiserver reads what is left
+  { name: "issue 42: a %zz pair beside the fieldSelector is dropped", path: `${PODS}?${SELECTOR}&%zz=1`, expected: { sars: [pods("list", "web-1")] } },
+  { name: "fieldSelector pair with ; is dropped: every pod", path: `${PODS}?${SELECTOR};`, expected: { sars: [pods("list")] } },
+  { name: "fieldSelector with a bad escape is dropped: every pod", path: `${PODS}?${SELECTOR}%zz`, expected: { sars: [pods("list")] } },
+  { name: "watch with a bad escape is dropped: a list", path: `${PODS}?watch=1%zz`, expected: { sars: [pods("list")] } },
+  { name: "watch=1; is dropped: a list", path: `${PODS}?watch=1;`, expected: { sars: [pods("list")] } },
+  { name: "a dropped first watch: the second is the one read", path: `${PODS}?watch=0%zz&watch=1`, expected: { sars: [pods("watch")] } },
+  { name: "a dropped first fieldSelector: the second is the one read", path: `${PODS}?fieldSelector=metadata.name%3Ddb-0;&${SELECTOR}`, expected: { sars: [pods("list", "web-1")] } },
+  { name: "a lone %, ;, = and == beside the fieldSelector", path: `${PODS}?%&;&=&==&${SELECTOR}`, expected: { sars: [pods("list", "web-1")] } },
+  { name: "unsafe delete option dropped with its ;", method: "DELETE", path: `${PODS}/web-1?ignoreStoreReadErrorWithClusterBreakingPotential=true;`, expected: { sars: [pods("delete", "web-1")] } },
+  { name: "unsafe delete option read past a dropped pair", method: "DELETE", path: `${PODS}/web-1?%zz&ignoreStoreReadErrorWithClusterBreakingPotential=true`, expected: { sars: [pods("delete", "web-1"), pods("unsafe-delete-ignore-read-errors", "web-1")] } },
+  { name: "a bad ?timeout= behind a dropped pair is still refused", path: `${PODS}?timeout=1%zz&timeout=10`, expected: { reason: "bad-request" } },
+  // cannot be read as kube-apiserver reads it
   { name: "fieldSelector not UTF-8 once unescaped", path: `${PODS}?${SELECTOR}%FF`, expected: { reason: "bad-request" } },
+  { name: "a pair not UTF-8 beside the fieldSelector", path: `${PODS}?${SELECTOR}&a=%C0%AF`, expected: { reason: "bad-request" } },
   { name: "# in the query (Go's server keeps it: name web-1#, a watch)", path: `${PODS}?${SELECTOR}#&watch=1`, expected: { reason: "bad-request" } },
   // kube-apiserver answers a bad ?timeout= itself, before authorization
   { name: "timeout that is not a Go duration", path: `${PODS}?${SELECTOR}&timeout=10`, expected: { reason: "bad-request" } },
@@ -52,7 +66,7 @@ const rows: Array<{ name: string; method?: string; path: string; expected: { rea
   { name: "control: DELETE on the collection", method: "DELETE", path: PODS, expected: { sars: [pods("deletecollection")] } },
 ];
 
-describe("kube-api-proxy refuses a query Go would read otherwise (real gRPC)", () => {
+describe("kube-api-proxy reads a query as kube-apiserver does, and refuses one it cannot read so (real gRPC)", () => {
   it.each(rows)("$name", async ({ method, path, expected }) => {
     const res = await server.check({ method: method ?? "GET", path, headers: { authorization: `Bearer ${token}` }, policy: "kube-api-proxy" });
     if ("reason" in expected) {

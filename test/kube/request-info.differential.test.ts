@@ -2,30 +2,33 @@
  * Differential test of the gateway's reading of a Kubernetes request against kube-apiserver's own
  * Go code (the oracle, scripts/deps/requestinfo-oracle: net/http's request reading, url.ParseQuery,
  * filters.WithRequestInfo with kube-apiserver's RequestInfoFactory, filters.WithRequestDeadline and
- * filters.GetAuthorizerAttributes, from k8s.io/apiserver v0.37.2 built with the toolchain that builds
- * the tests' kube-apiserver).
+ * filters.GetAuthorizerAttributes, and the delete handler's DecodeParameters of the query, from
+ * k8s.io/apiserver v0.37.2 built with the toolchain that builds the tests' kube-apiserver).
  *
  * Each generated request goes through the whole in-process checker exactly as kube-api-proxy reads
  * it (fromCheckRequest → parseGatewayPath → kubePathOf → requestInfoFor → the SubjectAccessReviews
  * it asks), with a PluginToken and every dependency saying yes, so an allow means "portcullis
  * reviewed this reading and would forward it". The same request goes to the oracle. The property:
- * whenever portcullis allows, kube-apiserver reaches authorization with the same reading (same
- * query and no url.ParseQuery error, same RequestInfo, same authorization checks in order). Any
- * other difference, even kube refusing the request itself, is an allowed disagreement: the test
- * fails and prints the case, shrunk.
+ * whenever portcullis allows, kube-apiserver reaches authorization with the same reading (the same
+ * query as its handlers read it, req.URL.Query(): url.ParseQuery's values, its error ignored as
+ * kube-apiserver ignores it; the same RequestInfo; the same authorization checks in order; an
+ * unsafe-delete review wherever the delete handler reads that option from the query). Any other
+ * difference, even kube refusing the request itself, is an allowed disagreement: the test fails and
+ * prints the case, shrunk.
  * Disagreements portcullis denies (fail closed) are counted by kind and printed.
  *
  * DIFFERENTIAL_CASES (default 200,000) and DIFFERENTIAL_SEED (default: random, printed) choose the run.
  */
+import fc from "fast-check";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChecker } from "../../src/authz/check.ts";
 import type { AccessAttributes } from "../../src/authz/ports.ts";
-import { fromCheckRequest, type CheckRequestMessage } from "../../src/envoy/check-request.ts";
+import { fromCheckRequest, goQuery, type CheckRequestMessage } from "../../src/envoy/check-request.ts";
 import type { CheckResponseMessage } from "../../src/envoy/check-response.ts";
 import { kubePathOf, parseGatewayPath } from "../../src/kube/gateway-path.ts";
 import { requestInfoFor, type RequestInfo } from "../../src/kube/request-info.ts";
-import { requesterChecks } from "../../src/kube/requester-checks.ts";
+import { requesterChecks, UNSAFE_DELETE_OPTION } from "../../src/kube/requester-checks.ts";
 import { policiesFor } from "../../src/server/app.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { testConfig } from "../support/server.ts";
@@ -152,7 +155,7 @@ const QUERY_KEYS: ReadonlyArray<readonly [number, string]> = [
   [2, "allowWatchBookmarks"], [2, "sendInitialEvents"], [2, "timeoutSeconds"], [2, "dryRun"], [2, "command"], [2, "container"],
   [1, "propagationPolicy"], [1, "follow"], [1, "pretty"], [1, "ports"], [2, ""], [1, "Watch"], [1, "WATCH"], [1, "w%61tch"],
   [1, "watch%00"], [1, "watch+"], [1, "%77atch"], [1, "fieldselector"], [1, "fieldSelector%3D"], [1, "field%53elector"],
-  [1, "label%53elector"], [1, "resourceVersionMatch"],
+  [1, "label%53elector"], [1, "resourceVersionMatch"], [2, UNSAFE_DELETE_OPTION], [1, "ignoreStoreReadErrorWith%43lusterBreakingPotential"],
 ];
 
 const VALUES: Readonly<Record<string, readonly string[]>> = {
@@ -172,6 +175,7 @@ const VALUES: Readonly<Record<string, readonly string[]>> = {
   limit: ["1", "500", "-1", "x", ""],
   timeoutSeconds: ["1", "-1", "x", ""],
   resourceVersion: ["0", "", "123"],
+  [UNSAFE_DELETE_OPTION]: ["true", "1", "", "false", "0", "FALSE", "fal%73e", "falſe", "no", "%zz", "1;", "%31", "+"],
 };
 const GENERIC_VALUES = ["1", "x", "", "%zz", "%", "a;b", "%FF", "%C3%A9", "+", "%2B", "#", "true", "All", "%"];
 
@@ -188,6 +192,30 @@ function queryPair(g: Gen): string {
     return pair.slice(0, at) + junk + pair.slice(at);
   }
   return pair;
+}
+
+/**
+ * Whole pairs url.ParseQuery drops (`;`, malformed %-escapes) or reads in ways easily missed (`=`,
+ * `==`, no value, `+`, escaped `&` `=` `;`, non-ASCII raw and escaped, NUL, bytes not UTF-8).
+ */
+const ODD_PAIRS = [
+  "%zz=1", "%", "%2", "%2=1", "a=%", "a=%2", "a=%g1", ";", "a;b=1", "=", "==", "=%zz", "watch", "fieldSelector", "a+b=c+d", "%26=%3D",
+  "a%3Db=1", "a=%3B", "é=ü", "%E2%84%AA=1", "\u212A=1", "%F0%9F%98%80=1", "%00=%00", "%FF=1", "a=%C3", "%25zz=%25",
+];
+/** What spoils a pair for Go (it drops the pair and reads the rest). */
+const SPOILERS = [";", "%zz", "%", "%2", "%g1"];
+
+/**
+ * A pair Go drops, then the same key with another value: kube-apiserver's first value is the
+ * second pair's. A reader that kept the spoiled pair, or dropped both, would read another request.
+ */
+function shadowedPair(g: Gen): string {
+  const key = g.weighted(QUERY_KEYS);
+  const values = VALUES[key] ?? GENERIC_VALUES;
+  const spoiled = `${key}=${g.pick(values)}`;
+  const at = g.int(0, spoiled.length);
+  const space = g.chance(0.5) ? "+" : "%20";
+  return `${spoiled.slice(0, at)}${g.pick(SPOILERS)}${spoiled.slice(at)}&${key}=${g.pick(values)}`.replaceAll(" ", space);
 }
 
 function query(g: Gen): QueryPiece[] {
@@ -210,7 +238,8 @@ function query(g: Gen): QueryPiece[] {
   const count = g.weighted([[20, 1], [30, 2], [20, 3], [10, 4], [5, 6], [3, 12]] as const);
   for (let i = 0; i < count; i++) {
     if (i > 0) one(g.weighted([[90, "&"], [5, ";"], [3, "&&"], [2, "&;"]] as const));
-    one(queryPair(g));
+    one(g.chance(0.06) ? shadowedPair(g) : queryPair(g));
+    if (g.chance(0.08)) one("&"), one(g.pick(ODD_PAIRS));
   }
   if (g.chance(0.05)) one(g.pick(["&", ";", "#", "&#"]));
   return pieces;
@@ -265,6 +294,8 @@ interface PortcullisReading {
   readonly sars: readonly AccessAttributes[];
   /** What requestInfoFor read, for a request portcullis allowed. */
   readonly info: RequestInfo | undefined;
+  /** The reviews of what kube-apiserver authorizes inside its handlers (requester-checks.ts), asked too. */
+  readonly inHandlers: readonly AccessAttributes[];
   readonly query: URLSearchParams;
 }
 
@@ -287,10 +318,12 @@ async function portcullis(c: Case): Promise<PortcullisReading> {
   const info = path?.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined;
   // What kube authorizes inside its handlers is not the filter's reading the oracle reports:
   // portcullis asks it beforehand as well (src/kube/requester-checks.ts, its own table test).
-  const inHandlers = new Set((info === undefined ? [] : requesterChecks(info, request.query, request.headers["content-type"])).map((a) => JSON.stringify(a)));
+  const handlerChecks = info === undefined ? [] : requesterChecks(info, request.query, request.headers["content-type"]);
+  const inHandlers = new Set(handlerChecks.map((a) => JSON.stringify(a)));
   const sars = world.sarRequests.filter((a) => !inHandlers.has(JSON.stringify(a)));
+  const askedInHandlers = world.sarRequests.filter((a) => inHandlers.has(JSON.stringify(a)));
   const detail = response.denied_response === undefined ? "" : String((JSON.parse(response.denied_response.body) as { message?: string }).message ?? "");
-  return { allowed, reason: allowed ? "allow" : response.status.message, detail, sars, info, query: request.query };
+  return { allowed, reason: allowed ? "allow" : response.status.message, detail, sars, info, inHandlers: askedInHandlers, query: request.query };
 }
 
 /** The differences between the two readings of a request portcullis allowed; empty when they agree. */
@@ -302,8 +335,8 @@ function differences(p: PortcullisReading, o: OracleAnswer): string[] {
   const oKeys = Object.keys(oValues).sort();
   const pQuery = JSON.stringify(pKeys.map((k) => [k, p.query.getAll(k)]));
   const oQuery = JSON.stringify(oKeys.map((k) => [k, oValues[k]]));
+  // kube-apiserver's handlers read req.URL.Query(): the values, url.ParseQuery's error ignored.
   if (pQuery !== oQuery) diffs.push(`query: portcullis ${pQuery}, kube ${oQuery}`);
-  if (o.query.error !== "") diffs.push(`query error in Go: ${o.query.error}`);
   const oi = o.requestInfo;
   const pi = p.info;
   if (oi === null || pi === undefined) {
@@ -332,6 +365,15 @@ function differences(p: PortcullisReading, o: OracleAnswer): string[] {
       : { resourceRequest: false, verb: a.verb, path: a.path },
   );
   if (JSON.stringify(pSars) !== JSON.stringify(oSars)) diffs.push(`authorization checks: portcullis ${JSON.stringify(pSars)}, kube ${JSON.stringify(oSars)}`);
+  // The delete handler authorizes the unsafe delete it read from the query: the user must have been asked it too.
+  const unsafe = (o.attributes ?? [])[0];
+  if (o.deleteOptions?.unsafeDelete === true && unsafe !== undefined) {
+    const asked = p.inHandlers.some(
+      (a) => a.kind === "resource" && a.verb === "unsafe-delete-ignore-read-errors" && a.group === unsafe.apiGroup && a.resource === unsafe.resource &&
+        a.subresource === unsafe.subresource && a.namespace === unsafe.namespace && a.name === unsafe.name,
+    );
+    if (!asked) diffs.push(`the delete handler authorizes unsafe-delete-ignore-read-errors (query ${oQuery}); portcullis did not ask it`);
+  }
   return diffs;
 }
 
@@ -365,6 +407,24 @@ function denialLabel(p: PortcullisReading): string {
   ];
   const cause = causes.find(([re]) => re.test(p.detail));
   return `bad-request: ${cause?.[1] ?? p.detail}`;
+}
+
+/**
+ * How goQuery's reading of `raw` differs from kube-apiserver's (undefined: it does not). Read in
+ * full, it must hold exactly Go's values; refused, Go must read what portcullis cannot hold or
+ * what another Go reads otherwise (bytes not UTF-8, past the parameter limit).
+ */
+function goQueryDisagreement(raw: string, o: OracleAnswer): string | undefined {
+  if (o.rejected === "http") return `net/http refuses it: ${o.rejectedDetail}`;
+  const read = goQuery(raw);
+  const kube = Object.fromEntries(Object.keys(o.query.values).sort().map((k) => [k, o.query.values[k]]));
+  if (read.error !== undefined) {
+    const unreadable = o.invalidUtf8 || o.query.error === "number of URL query parameters exceeded limit";
+    return unreadable ? undefined : `portcullis refuses it (${read.error}), kube reads ${JSON.stringify(kube)}`;
+  }
+  if (o.invalidUtf8) return "kube reads bytes that are not UTF-8";
+  const mine = Object.fromEntries([...new Set(read.query.keys())].sort().map((k) => [k, read.query.getAll(k)]));
+  return JSON.stringify(mine) === JSON.stringify(kube) ? undefined : `portcullis ${JSON.stringify(mine)}, kube ${JSON.stringify(kube)}`;
 }
 
 // ---------------------------------------------------------------- shrinking
@@ -443,6 +503,54 @@ describe("kube-api-proxy reads a request as kube-apiserver's own code does (diff
     expect(watchRoot!.rejected).toBe("request-info");
   });
 
+  it("the oracle reads what kube-apiserver's handlers read: pairs url.ParseQuery drops, and the unsafe delete", async () => {
+    const [issue, shadowed, unsafeDelete, unsafeDropped] = await oracle.ask([
+      // Issue 42 §6: Go drops the unreadable pair (with an error kube-apiserver ignores) and reads the rest.
+      { method: "GET", path: "/api/v1/namespaces/team-b/pods", rawQuery: "fieldSelector=metadata.name%3Dweb-1&%zz=1" },
+      { method: "GET", path: "/api/v1/namespaces/team-b/pods", rawQuery: "fieldSelector=metadata.name%3Ddb-0;&fieldSelector=metadata.name%3Dweb-1&watch=1%zz" },
+      { method: "DELETE", path: "/api/v1/namespaces/team-b/pods/web-1", rawQuery: `${UNSAFE_DELETE_OPTION}=true` },
+      { method: "DELETE", path: "/api/v1/namespaces/team-b/pods/web-1", rawQuery: `${UNSAFE_DELETE_OPTION}=true;` },
+    ]);
+    expect(issue!.query).toEqual({ values: { fieldSelector: ["metadata.name=web-1"] }, error: 'invalid URL escape "%zz"' });
+    expect(issue!.attributes).toEqual([expect.objectContaining({ verb: "list", resource: "pods", namespace: "team-b", name: "web-1" })]);
+    expect(shadowed!.query.values).toEqual({ fieldSelector: ["metadata.name=web-1"] });
+    expect(shadowed!.attributes).toEqual([expect.objectContaining({ verb: "list", name: "web-1" })]);
+    expect(unsafeDelete!.deleteOptions).toEqual({ unsafeDelete: true, error: "" });
+    expect(unsafeDropped!.deleteOptions).toEqual({ unsafeDelete: false, error: "" });
+  });
+
+  it("goQuery reads adversarial queries as url.ParseQuery does, and refuses only what it cannot read so (table, Go oracle)", async () => {
+    const rows = [
+      "fieldSelector=metadata.name%3Dweb-1&%zz=1", "%zz", "%", "%2", "a=%2", "%2=1", "a=%g1", ";", "watch=1;", ";watch=1", "a;b=1&watch=1", "watch=1;watch=0",
+      "&&", "&&watch=1&&", "=", "==", "===", "=x", "x=", "watch", "watch&watch=0", "watch=1&watch=0", "watch=0&watch=1", "watch=1%zz&watch=0",
+      "fieldSelector=metadata.name%3Ddb-0;&fieldSelector=metadata.name%3Dweb-1", "+", "a+b=c+d", "watch+=1", "%2B=%2B", "a=%26%3D%3B", "a%26b=1",
+      "a%3Db=c", "%25zz=%25", "é=ü", "%C3%A9=%C3%BC", "\u212Aey=1", "%E2%84%AA=1", "%F0%9F%98%80=%F0%9F%98%80", "a=%00", "a=%EF%BB%BF",
+      "a=%FF", "%FF=1", "a=%C3", "a=%C0%AF", "a=%ED%A0%80", "%FF=%zz", "fieldSelector=metadata.name%3D%FF&watch=1",
+      `labelSelector=${"a".repeat(80_000)}`, `watch=1${"&".repeat(9_999)}`, `watch=1${"&".repeat(10_000)}`, `${"&a=1".repeat(10_000)}`,
+    ];
+    const answers = await oracle.ask(rows.map((rawQuery) => ({ method: "GET", path: "/api/v1/pods", rawQuery })));
+    const wrong = rows.flatMap((raw, i) => {
+      const why = goQueryDisagreement(raw, answers[i]!);
+      return why === undefined ? [] : [`${raw.slice(0, 80)}: ${why}`];
+    });
+    expect(wrong).toEqual([]);
+  });
+
+  it("goQuery reads generated queries as url.ParseQuery does (fast-check, Go oracle)", async () => {
+    const token = fc.constantFrom(
+      "&", "&", "&", ";", "=", "=", "+", "%", "%2", "%zz", "%g1", "%26", "%3D", "%3B", "%25", "%2B", "%20", "%41", "%61", "%FF", "%C3%A9", "%C3",
+      "%E2%84%AA", "%ED%A0%80", "%00", "watch", "fieldSelector", "labelSelector", "metadata.name", "timeout", UNSAFE_DELETE_OPTION, "1", "0",
+      "true", "a", "é", "\u212A", "\u{1F600}", "web-1", "%7", "%0g",
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(token, { maxLength: 24 }).map((t) => t.join("")), async (raw) => {
+        const [answer] = await oracle.ask([{ method: "GET", path: "/api/v1/pods", rawQuery: raw }]);
+        expect(goQueryDisagreement(raw, answer!)).toBeUndefined();
+      }),
+      { numRuns: 5_000 },
+    );
+  });
+
   it("the comparison catches the issue's request read the old way (URLSearchParams, no parameter limit)", async () => {
     const rawQuery = `fieldSelector=metadata.name%3Dweb-1${"&".repeat(10_000)}`;
     const path = "/api/v1/namespaces/team-b/pods";
@@ -450,7 +558,7 @@ describe("kube-api-proxy reads a request as kube-apiserver's own code does (diff
     const query = new URLSearchParams(rawQuery);
     const info = requestInfoFor({ method: "GET", path, query });
     const sars: AccessAttributes[] = [{ kind: "resource", verb: "list", group: "", version: "v1", resource: "pods", subresource: "", namespace: "team-b", name: "web-1" }];
-    const old: PortcullisReading = { allowed: true, reason: "allow", detail: "", sars, info, query };
+    const old: PortcullisReading = { allowed: true, reason: "allow", detail: "", sars, info, inHandlers: [], query };
     const v = verdict(old, answer!);
     expect(v.kind).toBe("allowed-disagreement");
     expect(v.kind === "allowed-disagreement" && v.diffs.join("\n")).toMatch(/requestInfo\.name: portcullis "web-1", kube ""/);

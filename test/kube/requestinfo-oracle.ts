@@ -52,6 +52,12 @@ export interface OracleAnswer {
   readonly rejectedDetail: string;
   readonly requestInfo: OracleRequestInfo | null;
   readonly attributes: readonly OracleAttributes[] | null;
+  /**
+   * For a request authorized as delete or deletecollection: the DeleteOptions handlers/delete.go
+   * decodes from the query of a DELETE without a body, and whether it then authorizes
+   * "unsafe-delete-ignore-read-errors" (ignoreStoreReadErrorWithClusterBreakingPotential read true).
+   */
+  readonly deleteOptions: { readonly unsafeDelete: boolean; readonly error: string } | null;
   /** Some string above held bytes that are not UTF-8 (shown as U+FFFD). */
   readonly invalidUtf8: boolean;
 }

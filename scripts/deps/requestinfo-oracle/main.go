@@ -16,7 +16,8 @@
 // url.ParseRequestURI), filters.WithRequestInfo with kube-apiserver's
 // RequestInfoFactory, filters.WithRequestDeadline (which refuses a bad
 // ?timeout=), then filters.GetAuthorizerAttributes for what the authorizer is
-// asked. It answers url.ParseQuery's result separately, error included.
+// asked. It answers url.ParseQuery's result separately, error included, and,
+// for a delete, the DeleteOptions the delete handler decodes from the query.
 package main
 
 import (
@@ -35,6 +36,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -90,6 +92,18 @@ type attributesAnswer struct {
 	Path            string `json:"path"`
 }
 
+// deleteOptionsAnswer is what handlers/delete.go reads from the query of a
+// DELETE without a body (ParameterCodec.DecodeParameters of req.URL.Query()
+// into metav1.DeleteOptions), before it authorizes the unsafe delete.
+type deleteOptionsAnswer struct {
+	// UnsafeDelete is ptr.Deref(IgnoreStoreReadErrorWithClusterBreakingPotential,
+	// false): the handler then also authorizes "unsafe-delete-ignore-read-errors"
+	// (AllowUnsafeMalformedObjectDeletion, on by default in 1.37).
+	UnsafeDelete bool `json:"unsafeDelete"`
+	// Error is DecodeParameters' error: the handler answers 400.
+	Error string `json:"error"`
+}
+
 type answer struct {
 	ID json.RawMessage `json:"id,omitempty"`
 	// Query is url.ParseQuery of the raw query, as kube's handlers read it
@@ -103,6 +117,8 @@ type answer struct {
 	RequestInfo    *requestInfoAnswer `json:"requestInfo"`
 	// Attributes are every authorization check the request needs, in order.
 	Attributes []attributesAnswer `json:"attributes"`
+	// DeleteOptions is set for a request authorized as delete or deletecollection.
+	DeleteOptions *deleteOptionsAnswer `json:"deleteOptions"`
 	// InvalidUTF8 is true when some string above held bytes that are not
 	// UTF-8 (JSON shows them as U+FFFD, so the strings alone cannot tell).
 	InvalidUTF8 bool `json:"invalidUtf8"`
@@ -244,6 +260,9 @@ func evaluate(in input, codecs runtime.NegotiatedSerializer) answer {
 		a.Rejected, a.RejectedDetail = "authorizer-attributes", err.Error()
 	default:
 		a.Attributes = authorizationChecks(attrs)
+		if verb := attrs.GetVerb(); attrs.IsResourceRequest() && (verb == "delete" || verb == "deletecollection") {
+			a.DeleteOptions = deleteOptionsFromQuery(req.URL.Query())
+		}
 	}
 	a.InvalidUTF8 = anyInvalid(a)
 	return a
@@ -273,6 +292,15 @@ func parseQuery(raw string) queryAnswer {
 		q.Error = err.Error()
 	}
 	return q
+}
+
+func deleteOptionsFromQuery(query url.Values) *deleteOptionsAnswer {
+	options := &metav1.DeleteOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(query, metav1.SchemeGroupVersion, options); err != nil {
+		return &deleteOptionsAnswer{Error: err.Error()}
+	}
+	unsafe := options.IgnoreStoreReadErrorWithClusterBreakingPotential
+	return &deleteOptionsAnswer{UnsafeDelete: unsafe != nil && *unsafe}
 }
 
 func authorizationChecks(attrs authorizer.Attributes) []attributesAnswer {
