@@ -21,6 +21,7 @@ import {
   renderGatewayYaml,
   type GatewayOptions,
 } from "../../src/deploy/gateway-config.ts";
+import { buildRouteTable, routeFinder } from "../../src/authz/route-table.ts";
 import { cli } from "../cli/run.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -192,6 +193,40 @@ describe("Istio", () => {
   it("reaches the API server outside the cluster through a ServiceEntry, its TLS checked by a BackendTLSPolicy", () => {
     expect(of(objects, "ServiceEntry").map((s) => s["spec"].hosts)).toEqual([["api.workload-1.fundament.io"]]);
     expect(of(objects, "BackendTLSPolicy").map((p) => p["spec"].targetRefs[0].kind)).toEqual(["Service", "ServiceEntry"]);
+  });
+
+  it("request mode: for a request each generated rule matches, portcullis's route table chooses the rule's policy and service", () => {
+    const config = example();
+    const find = routeFinder(buildRouteTable({ envoy: config.envoy!, platform: config.platform }));
+    /** Gateway API's meaning of a path match: Exact, PathPrefix by whole segments, a fully matching RE2. */
+    const matches = (m: { type: string; value: string }, path: string) =>
+      m.type === "Exact" ? path === m.value
+      : m.type === "PathPrefix" ? path === m.value.replace(/\/$/, "") || path.startsWith(m.value.endsWith("/") ? m.value : `${m.value}/`)
+      : new RegExp(`^(?:${m.value})$`).test(path);
+    /** Paths the rule matches: the value itself, one below it, and one more segment. */
+    const samples = (m: { type: string; value: string }) => {
+      const literal = m.type === "RegularExpression" ? m.value.replace(/\.\*$/, "").replace(/\\(.)/g, "$1") : m.value;
+      return [literal, `${literal.replace(/\/$/, "")}/x`, `${literal}Service/Method`, `${literal}api/v1/namespaces`];
+    };
+    let checked = 0;
+    for (const route of of(objects, "HTTPRoute")) {
+      const host = route["spec"].hostnames[0] as string;
+      const placed = placeRules(gatewayRoutes(config).routes).filter((p) => p.httpRoute === route["metadata"].name);
+      for (const rule of route["spec"].rules as Json[]) {
+        const intended = placed.find((p) => p.sectionName === rule.name)!.route;
+        for (const path of samples(rule.matches[0].path).filter((p) => matches(rule.matches[0].path, p))) {
+          // The rule Gateway API would pick for this path is the most specific: skip paths another rule of the host claims more specifically.
+          const exactElsewhere = (route["spec"].rules as Json[]).some((r) => r !== rule && r.matches[0].path.type === "Exact" && r.matches[0].path.value === path);
+          if (exactElsewhere) continue;
+          for (const authority of [host, `${host}:443`, host.toUpperCase()]) {
+            const choice = find(authority, path).route;
+            expect({ policy: choice?.policy, service: choice?.service }, `${authority}${path}`).toEqual({ policy: intended.policy, service: intended.service });
+            checked++;
+          }
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(of(objects, "HTTPRoute").flatMap((r) => r["spec"].rules).length);
   });
 
   it("the extension provider fails closed with 503 and waits longer than portcullis decides", () => {
