@@ -288,6 +288,7 @@ export function gatewayManifests(config: Config, options: GatewayOptions): Json[
   const routes = all.filter((r) => wanted.has(r.host) && (options.target === "envoy-gateway" || r.backend.kind !== "not-found"));
   const placed = placeRules(routes);
   const objects: Json[] = [];
+  objects.push(...portcullisTls(config, options));
   objects.push(...referenceGrants(routes, options));
   objects.push(...backendTlsPolicies(routes, options));
   if (options.target === "envoy-gateway") {
@@ -353,6 +354,41 @@ function httpRouteRule({ route, sectionName }: PlacedRule, options: GatewayOptio
   // Watches and log streams live as long as the client keeps them (Gateway API: 0s disables the timeout).
   if (route.streams) rule["timeouts"] = { request: "0s" };
   return rule;
+}
+
+/** The ConfigMap (key ca.crt) with the CA of portcullis's own certificate (listen.tls), for Envoy Gateway. */
+export const PORTCULLIS_CA_CONFIGMAP = "portcullis-grpc-ca";
+
+/**
+ * portcullis's listeners with TLS (listen.tls): Envoy Gateway checks its certificate as plain Envoy
+ * does (the CA of envoy.portcullis.tls.caFile, the name envoy.portcullis.tls.serverName or host). A
+ * client certificate (requireClientCert) and Istio's plaintext extension provider cannot be
+ * generated: refused rather than generating a gateway that answers every request 503.
+ */
+function portcullisTls(config: Config, options: GatewayOptions): Json[] {
+  const tls = config.listen.tls;
+  if (tls === undefined) return [];
+  if (options.target === "istio") {
+    throw new GatewayConfigError("listen.tls: Istio's envoyExtAuthzGrpc provider calls portcullis in plaintext; leave listen.tls unset and let the mesh's mTLS (sidecar or ambient) protect the hop");
+  }
+  if (tls.requireClientCert) {
+    throw new GatewayConfigError("listen.tls.requireClientCert: Envoy Gateway presents a client certificate only gateway-wide (EnvoyProxy backendTLS.clientCertificateRef), which is not generated; set it there, or drop requireClientCert");
+  }
+  const portcullis = config.envoy!.portcullis;
+  return [
+    {
+      apiVersion: `${GATEWAY_API}/v1`,
+      kind: "BackendTLSPolicy",
+      metadata: meta(EXT_AUTHZ_SERVICE, options.namespace),
+      spec: {
+        targetRefs: [{ group: "", kind: "Service", name: EXT_AUTHZ_SERVICE }],
+        validation: {
+          caCertificateRefs: [{ group: "", kind: "ConfigMap", name: PORTCULLIS_CA_CONFIGMAP }],
+          hostname: portcullis.tls?.serverName ?? portcullis.host,
+        },
+      },
+    },
+  ];
 }
 
 /** Cross-namespace backends: each Service's namespace admits the HTTPRoutes of portcullis's namespace. */

@@ -16,9 +16,11 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
-import { loadConfig } from "../../src/config/load.ts";
+import { parse, stringify } from "yaml";
+import { loadConfig, parseConfig } from "../../src/config/load.ts";
+import type { Config } from "../../src/config/schema.ts";
 import { extAuthzTimeoutMs } from "../../src/deploy/envoy-config.ts";
 import { gatewayManifests, gatewayRoutes, placeRules, type GatewayOptions } from "../../src/deploy/gateway-config.ts";
 import { decodeMessage } from "../../src/envoy/bootstrap.ts";
@@ -66,22 +68,28 @@ function world(caPem: string, generated: Manifest[]): Manifest[] {
 let output: Json;
 let generated: Manifest[];
 let dir: string;
+let ca: string;
 
-beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), "portcullis-egctl-"));
-  const pki = new TestPki();
-  const ca = pki.ca("upstream-ca").cert.toString("utf8");
-  pki.remove();
+/** `egctl experimental translate` of the world and what gateway-config generates for `from`: its JSON, and the generated objects. */
+function translate(from: Config, name: string): { output: Json; generated: Manifest[] } {
   // The NetworkPolicy is Kubernetes', not Envoy Gateway's: the translator has no use for it.
-  generated = gatewayManifests(config, OPTIONS).filter((o) => o["kind"] !== "NetworkPolicy");
-  const input = [...world(ca, generated), ...generated].map((o) => stringify(o)).join("---\n");
-  writeFileSync(join(dir, "input.yaml"), input);
-  const out = execFileSync(resolveBinary("egctl"), ["experimental", "translate", "--from", "gateway-api", "--to", "gateway-api,xds", "--file", join(dir, "input.yaml"), "--output", "json"], {
+  const objects = gatewayManifests(from, OPTIONS).filter((o) => o["kind"] !== "NetworkPolicy");
+  const input = [...world(ca, objects), ...objects].map((o) => stringify(o)).join("---\n");
+  writeFileSync(join(dir, `${name}.yaml`), input);
+  const out = execFileSync(resolveBinary("egctl"), ["experimental", "translate", "--from", "gateway-api", "--to", "gateway-api,xds", "--file", join(dir, `${name}.yaml`), "--output", "json"], {
     encoding: "utf8",
     maxBuffer: 64 << 20,
     stdio: ["ignore", "pipe", "pipe"],
   });
-  output = JSON.parse(out) as Json;
+  return { output: JSON.parse(out) as Json, generated: objects };
+}
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "portcullis-egctl-"));
+  const pki = new TestPki();
+  ca = pki.ca("upstream-ca").cert.toString("utf8");
+  pki.remove();
+  ({ output, generated } = translate(config, "input"));
 }, 60_000);
 
 afterAll(() => {
@@ -228,5 +236,36 @@ describe("every route Envoy Gateway generates", () => {
     expect(unchecked).toEqual([]);
     // Every route the generator placed came out of the translator, checked.
     expect([...seen].sort()).toEqual(placed.map((p) => `${p.httpRoute}/${p.sectionName}`).sort());
+  });
+});
+
+describe("portcullis with TLS (listen.tls)", () => {
+  it("every ext_authz cluster speaks TLS to it, with the name and CA plain Envoy checks", () => {
+    const raw = parse(readFileSync(resolve(ROOT, "deploy/examples/portcullis.yaml"), "utf8")) as Json;
+    const tlsConfig = parseConfig(stringify({
+      ...raw,
+      listen: { ...raw["listen"], tls: { certFile: "/tls/tls.crt", keyFile: "/tls/tls.key" } },
+      envoy: { ...raw["envoy"], portcullis: { ...raw["envoy"].portcullis, tls: { caFile: "/etc/envoy/portcullis-ca.crt" } } },
+    }));
+    const { output: tlsOutput } = translate(tlsConfig, "tls");
+    const clusters = (tlsOutput["xds"][`${OPTIONS.gateway.namespace}/${OPTIONS.gateway.name}`].configs as Json[])
+      .find((c) => c["@type"] === "type.googleapis.com/envoy.admin.v3.ClustersConfigDump")!["dynamicActiveClusters"] as Json[];
+    const extAuthz = clusters.map((c) => c["cluster"]).filter((c: Json) => /^securitypolicy\/.*\/extauth\//.test(c.name));
+    expect(extAuthz.length).toBe(9);
+    for (const c of extAuthz) {
+      // Envoy Gateway attaches BackendTLSPolicy's TLS to the endpoints through transportSocketMatches
+      // (the cluster's own socket is its placeholder, an empty UpstreamTlsContext).
+      const sockets = (c.transportSocketMatches ?? []).map((m: Json) => m.transportSocket);
+      expect(sockets.length, c.name).toBeGreaterThan(0);
+      for (const socket of sockets) {
+        const tls = decoded("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext", socket.typedConfig);
+        const name = tlsConfig.envoy!.portcullis.host;
+        expect(tls["sni"], c.name).toBe(name);
+        const validation = tls["common_tls_context"].combined_validation_context;
+        expect(validation.default_validation_context.match_typed_subject_alt_names, c.name).toEqual([{ san_type: "DNS", matcher: { exact: name } }]);
+        // The CA: the BackendTLSPolicy's ConfigMap, served by SDS.
+        expect(validation.validation_context_sds_secret_config.name, c.name).toMatch(/^portcullis-ext-authz\//);
+      }
+    }
   });
 });

@@ -271,6 +271,26 @@ describe("refused", () => {
     expect(() => gatewayManifests(example(), { ...EXAMPLE_OPTIONS.istio, hostnames: ["nope.fundament.io"] })).toThrow(GatewayConfigError);
   });
 
+  const withListenTls = (requireClientCert: boolean) =>
+    parseConfig(stringify({
+      ...base,
+      listen: { ...base["listen"], tls: { certFile: "/tls/tls.crt", keyFile: "/tls/tls.key", ...(requireClientCert ? { clientCaFile: "/tls/ca.crt", requireClientCert } : {}) } },
+      envoy: { ...base["envoy"], portcullis: { ...base["envoy"].portcullis, tls: { caFile: "/etc/envoy/portcullis-ca.crt", serverName: "portcullis.fundament-system.svc", ...(requireClientCert ? { clientCertificateChainFile: "/c.crt", clientPrivateKeyFile: "/c.key" } : {}) } } },
+    }));
+
+  it("portcullis with TLS (listen.tls): Envoy Gateway checks its certificate with the name and CA plain Envoy uses", () => {
+    const policies = gatewayManifests(withListenTls(false), EXAMPLE_OPTIONS["envoy-gateway"]).filter((o) => o["kind"] === "BackendTLSPolicy" && o["spec"].targetRefs[0].name === EXT_AUTHZ_SERVICE);
+    expect(policies.map((p) => p["spec"].validation)).toEqual([{ caCertificateRefs: [{ group: "", kind: "ConfigMap", name: "portcullis-grpc-ca" }], hostname: "portcullis.fundament-system.svc" }]);
+    expect(gatewayManifests(example(), EXAMPLE_OPTIONS["envoy-gateway"]).filter((o) => o["kind"] === "BackendTLSPolicy" && o["spec"].targetRefs[0].name === EXT_AUTHZ_SERVICE)).toEqual([]);
+  });
+
+  it.each([
+    ["istio", false, /Istio's envoyExtAuthzGrpc provider calls portcullis in plaintext/],
+    ["envoy-gateway", true, /requireClientCert: Envoy Gateway presents a client certificate only gateway-wide/],
+  ] as const)("portcullis with TLS behind %s (client certificate required: %s): what cannot be generated is refused, not generated broken", (target, requireClientCert, message) => {
+    expect(() => gatewayManifests(withListenTls(requireClientCert), EXAMPLE_OPTIONS[target])).toThrow(message);
+  });
+
   it("a plaintext upstream that is not a Service of the cluster", () => {
     const config = parseConfig(stringify({ ...base, envoy: { ...base["envoy"], upstreams: { ...base["envoy"].upstreams, assets: { url: "http://assets.example.com:8080" } } } }));
     expect(() => gatewayManifests(config, EXAMPLE_OPTIONS["envoy-gateway"])).toThrow(/assets\.example\.com.*neither a Service/);
