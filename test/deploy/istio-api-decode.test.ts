@@ -25,7 +25,8 @@ function istioRoot(files: string[]): protobuf.Root {
   const base = resolveBinary("istioApiProtos");
   const root = new protobuf.Root();
   root.resolvePath = (_origin, target) => [join(base, target), join(base, "common-protos", target)].find((p) => existsSync(p)) ?? target;
-  return root.loadSync(files, { keepCase: true }).resolveAll();
+  root.loadSync(files, { keepCase: true }).resolveAll();
+  return root;
 }
 
 const root = istioRoot(["mesh/v1alpha1/config.proto", "security/v1beta1/authorization_policy.proto", "networking/v1alpha3/service_entry.proto"]);
