@@ -34,6 +34,8 @@ const SEEDS = [
   "envoy/extensions/access_loggers/stream/v3/stream.proto",
   "envoy/extensions/access_loggers/file/v3/file.proto",
   "envoy/config/trace/v3/opentelemetry.proto",
+  // Envoy Gateway's clusters (test/deploy/envoy-gateway-xds.test.ts decodes its ext_authz clusters).
+  "envoy/extensions/load_balancing_policies/least_request/v3/least_request.proto",
 ];
 const SEED_DIRS = ["envoy/config/route/v3"];
 

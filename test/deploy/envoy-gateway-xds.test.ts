@@ -208,6 +208,23 @@ describe("every route Envoy Gateway generates", () => {
     }
   });
 
+  it("each ext_authz cluster reaches portcullis's Service over HTTP/2 (decoded strictly, with Envoy Gateway's load balancing policy)", () => {
+    const clusters = (dumpOf("ClustersConfigDump")["dynamicActiveClusters"] as Json[]).map((c) => c["cluster"] as Json).filter((c) => /^securitypolicy\/.*\/extauth\//.test(c["name"]));
+    expect(clusters).toHaveLength(9);
+    for (const c of clusters) {
+      const cluster = decoded("envoy.config.cluster.v3.Cluster", c);
+      const options = cluster["typed_extension_protocol_options"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+      expect(JSON.stringify(options), cluster["name"]).toContain("http2_protocol_options");
+    }
+    // Its endpoints: the ClusterIP of the kit's portcullis-ext-authz Service (egctl routes to Services, not Endpoints), its gRPC port.
+    const endpoints = (dumpOf("EndpointsConfigDump")["dynamicEndpointConfigs"] as Json[]).map((e) => e["endpointConfig"] as Json).filter((e) => /\/extauth\//.test(e["clusterName"]));
+    expect(endpoints).toHaveLength(9);
+    for (const e of endpoints) {
+      const addresses = (e["endpoints"] as Json[]).flatMap((l) => l["lbEndpoints"]).map((l: Json) => l.endpoint.address.socketAddress);
+      expect(addresses, e["clusterName"]).toEqual([{ address: "10.96.0.10", portValue: 9001 }]);
+    }
+  });
+
   it("enables the check with the context extensions plain Envoy's route names; no route goes without it", () => {
     const placed = placeRules(gatewayRoutes(config).routes);
     const unchecked: string[] = [];
