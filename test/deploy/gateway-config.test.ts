@@ -264,6 +264,33 @@ describe("the committed examples", () => {
   });
 });
 
+describe("the documented commands", () => {
+  /** Every `portcullis gateway-config …` line of docs/deployment.md and README.md, as printed. */
+  const lines = ["docs/deployment.md", "README.md"].flatMap((file) =>
+    readFileSync(resolve(ROOT, file), "utf8")
+      .split("\n")
+      .filter((l) => /^(portcullis|npm start --) gateway-config /.test(l))
+      .map((l) => [file, l] as const),
+  );
+
+  it("exist for both targets and istiod's provider", () => {
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it.each(lines)("%s: `%s` runs (CONFIG the example, values.yaml the chart's values as a platform writes them)", async (_, line) => {
+    const command = line.replace(/\s+#.*$/, "").split(/\s*(?:>|&&)\s*/)[0]!;
+    const args = command
+      .replace(/^npm start -- |^portcullis /, "")
+      .replaceAll('"$CONFIG"', "deploy/examples/portcullis.yaml")
+      .replace("values.yaml", "test/deploy/fixtures/gateway-values.yaml")
+      .split(/\s+/);
+    const run = await cli(args);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.stdout.length).toBeGreaterThan(100);
+  });
+});
+
 describe("refused", () => {
   const base = parse(readFileSync(EXAMPLE, "utf8")) as Json;
 
