@@ -5,8 +5,9 @@
  *  - the policy and service come from the route table (route-table.ts), unless context_extensions
  *    name a policy: the gateway's word wins where it gives one;
  *  - a path Envoy would have refused or rewritten is refused (400 `bad-request`): an escaped `/` or
- *    `\` (path_with_escaped_slashes_action REJECT_REQUEST), an empty segment (merge_slashes) and a
- *    `.`/`..` segment, raw or escaped (normalize_path); rewriting is not the check's to do, and the
+ *    `\` (path_with_escaped_slashes_action REJECT_REQUEST), an empty segment (merge_slashes), a
+ *    `.`/`..` segment, raw or escaped, and a raw `\`, which normalize_path reads as `/`
+ *    (`a\..\b` is a dot-segment path to Envoy); rewriting is not the check's to do, and the
  *    upstream would read such a path differently from the route that chose the policy;
  *  - a header that spells an identity header with underscores (`x_fundament_user_id`) is refused
  *    (headers_with_underscores_action REJECT_REQUEST): portcullis overwrites `x-fundament-*` and
@@ -54,6 +55,9 @@ export function requestRouter(table: RouteTable): (request: HttpRequest) => Rout
 /** Why Envoy, as generated, would not have passed this path on as it is; undefined when it would. */
 export function unsafePath(path: string): string | undefined {
   if (/%(2f|5c)/i.test(path)) return "an escaped / or \\ in the path";
+  // Envoy's normalize_path (Chromium's canonicalizer) treats \ as /: behind a gateway that did not
+  // normalize, `projects/a/..\..\projects/b` would be decided as project a and served as b.
+  if (path.includes("\\")) return "a \\ in the path";
   if (path.includes("//")) return "an empty segment (//) in the path";
   if (hasDotSegment(path)) return "a . or .. segment, or an undecodable escape, in the path";
   return undefined;
