@@ -72,4 +72,10 @@ export interface InstallationLookup {
 /** The clusters portcullis has credentials for. */
 export interface KnownClusters {
   has(clusterId: string): boolean;
+  /**
+   * Where Envoy reaches a registered cluster's Services (its Secret's `service-domain`), for
+   * plugin-proxy's shared route; undefined for a static cluster (routed by its own Envoy routes) and
+   * for one whose Secret names none. Absent in fakes: no cluster has one.
+   */
+  serviceDomainOf?(clusterId: string): string | undefined;
 }

@@ -339,11 +339,24 @@ function kubeApiRoutes(envoy: EnvoyConfig, r: TableRoute): Record<string, unknow
   return routes;
 }
 
+/**
+ * Per static cluster, its runtime and controller routes, matched on its id, with its domain from
+ * the configuration. Then one pair for every registered cluster, matched while portcullis's
+ * x-fundament-upstream-domain is present and taking the domain from it (the cluster's Secret,
+ * `service-domain`): portcullis sets it on allow only for a registered cluster that has one, and
+ * removes a client's copy on every allow; before the check a client's copy reaches only this
+ * policy, as the cluster-id routes do. Anything else under `/installations/`: 404 after the check.
+ */
 function pluginProxyRoutes(envoy: EnvoyConfig, r: TableRoute): Record<string, unknown>[] {
   const routes: Record<string, unknown>[] = [];
+  const ports = { runtime: envoy.plugins.runtimePort, controller: envoy.plugins.controllerPort };
   for (const c of envoy.clusters) {
-    routes.push(pluginRoute(r, c.id, "runtime", c.serviceDomain, envoy.plugins.runtimePort));
-    routes.push(pluginRoute(r, c.id, "controller", c.serviceDomain, envoy.plugins.controllerPort));
+    for (const upstream of ["runtime", "controller"] as const) {
+      routes.push(pluginRoute(r, upstream, ports[upstream], { name: c.id, header: { name: UPSTREAM_HEADERS.clusterId, string_match: { exact: c.id } }, domain: c.serviceDomain }));
+    }
+  }
+  for (const upstream of ["runtime", "controller"] as const) {
+    routes.push(pluginRoute(r, upstream, ports[upstream], { name: "registered", header: { name: UPSTREAM_HEADERS.domain, present_match: true }, domain: `%REQ(${UPSTREAM_HEADERS.domain})%` }));
   }
   routes.push(fallback("plugin-proxy-unrouted", r));
   return routes;
@@ -365,14 +378,22 @@ function pluginAssetsRoute(envoy: EnvoyConfig, r: TableRoute): Record<string, un
   };
 }
 
-/** `/installations/{id}/{runtime|controller}/…` on one cluster, once portcullis has set the routing headers. */
-function pluginRoute(r: TableRoute, clusterId: string, upstream: "runtime" | "controller", serviceDomain: string, port: number): Record<string, unknown> {
-  const host = `%REQ(${UPSTREAM_HEADERS.service})%.%REQ(${UPSTREAM_HEADERS.namespace})%.${serviceDomain}:${port}`;
+/**
+ * `/installations/{id}/{runtime|controller}/…` on one static cluster, or on the registered ones,
+ * once portcullis has set the routing headers: `on.header` selects it, `on.domain` ends the host.
+ */
+function pluginRoute(
+  r: TableRoute,
+  upstream: "runtime" | "controller",
+  port: number,
+  on: { name: string; header: Record<string, unknown>; domain: string },
+): Record<string, unknown> {
+  const host = `%REQ(${UPSTREAM_HEADERS.service})%.%REQ(${UPSTREAM_HEADERS.namespace})%.${on.domain}:${port}`;
   return {
-    name: `plugin-${upstream}-${clusterId}`,
+    name: `plugin-${upstream}-${on.name}`,
     match: {
       safe_regex: { regex: `^/installations/[^/]+/${upstream}(/.*)?$` },
-      headers: [{ name: UPSTREAM_HEADERS.clusterId, string_match: { exact: clusterId } }],
+      headers: [on.header],
     },
     route: {
       cluster: ENVOY_CLUSTERS.plugins,

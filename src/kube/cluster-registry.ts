@@ -48,6 +48,7 @@ export type InvalidSecret =
   | "bad-token"
   | "bad-client-certificate"
   | "bad-tls-server-name"
+  | "bad-service-domain"
   | "static-cluster-id";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -61,7 +62,8 @@ const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE
 /**
  * The cluster a Secret registers, or why it registers none. Pure: the data keys are `clusterId`,
  * `server` (https), `ca.crt` (PEM, optional: the system's CAs), and exactly one credential —
- * `token`, or `tls.crt` with `tls.key` — and optionally `tls-server-name`.
+ * `token`, or `tls.crt` with `tls.key` — and optionally `tls-server-name` and `service-domain` (the DNS
+ * suffix under which Envoy reaches the cluster's Services: plugin-proxy's upstreams).
  */
 export function registeredClusterOf(data: Readonly<Record<string, string>> | undefined): { cluster: ClusterCredentials } | { invalid: InvalidSecret } {
   const fields = decodeData(data ?? {});
@@ -77,6 +79,9 @@ export function registeredClusterOf(data: Readonly<Record<string, string>> | und
   if (caPem !== undefined && !isCertificateBundle(caPem)) return { invalid: "bad-ca" };
   const tlsServerName = singleLine(fields["tls-server-name"]);
   if (tlsServerName !== undefined && !HOSTNAME.test(tlsServerName)) return { invalid: "bad-tls-server-name" };
+  const serviceDomain = singleLine(fields["service-domain"]);
+  // Envoy builds `{service}.{namespace}.{domain}` from it: a host name, nothing that could add a port or a path.
+  if (fields["service-domain"] !== undefined && (serviceDomain === undefined || !HOSTNAME.test(serviceDomain))) return { invalid: "bad-service-domain" };
 
   const token = singleLine(fields["token"]);
   const certPem = fields["tls.crt"];
@@ -101,6 +106,7 @@ export function registeredClusterOf(data: Readonly<Record<string, string>> | und
       server,
       ...(caPem === undefined ? {} : { caPem }),
       ...(tlsServerName === undefined ? {} : { tlsServerName }),
+      ...(serviceDomain === undefined ? {} : { serviceDomain: serviceDomain.toLowerCase() }),
       credential,
     },
   };

@@ -32,6 +32,8 @@ export interface Cluster {
    * allow carrying a token minted through this object names it, so the token goes where it is valid.
    */
   readonly envoyCluster: string;
+  /** A registered cluster's `service-domain` (ClusterCredentials). */
+  readonly serviceDomain?: string | undefined;
   /** Hands the cluster's pool to every client-node call made through it, watches included. */
   readonly kubeConfig: KubeConfig;
   /** Per-call options for @kubernetes/client-node APIs: an abort signal. */
@@ -125,6 +127,11 @@ export class Clusters implements KnownClusters {
     return this.#clusters.get(clusterId)?.cluster;
   }
 
+  serviceDomainOf(clusterId: string): string | undefined {
+    const held = this.#clusters.get(clusterId);
+    return held?.source === "registry" ? held.cluster.serviceDomain : undefined;
+  }
+
   all(): Cluster[] {
     return [...this.#clusters.values()].map((c) => c.cluster);
   }
@@ -196,6 +203,8 @@ export interface ClusterCredentials {
   /** PEM CA bundle; the system's CAs when absent. */
   readonly caPem?: string;
   readonly tlsServerName?: string;
+  /** The DNS suffix under which Envoy reaches the cluster's Services (plugin-proxy); absent: plugin-proxy cannot route to it. */
+  readonly serviceDomain?: string;
   readonly credential: { readonly token: string } | { readonly certPem: string; readonly keyPem: string };
 }
 
@@ -222,7 +231,7 @@ export function connectCluster(credentials: ClusterCredentials): PooledCluster {
     contexts: [{ name: credentials.id, cluster: credentials.id, user: credentials.id }],
     currentContext: credentials.id,
   });
-  return pooled(credentials.id, registeredEnvoyCluster(credentials), kubeConfig, {
+  return pooled(credentials.id, { envoyCluster: registeredEnvoyCluster(credentials), serviceDomain: credentials.serviceDomain }, kubeConfig, {
     ca: credentials.caPem,
     servername: credentials.tlsServerName,
     ...("token" in credential ? {} : { cert: credential.certPem, key: credential.keyPem }),
@@ -241,7 +250,7 @@ async function loadCluster(config: ClusterConfig): Promise<PooledCluster> {
 
   const tls: Record<string, unknown> = {};
   await kubeConfig.applyToHTTPSOptions(tls);
-  return pooled(config.id, kubeApiEnvoyCluster(config.id), kubeConfig, {
+  return pooled(config.id, { envoyCluster: kubeApiEnvoyCluster(config.id) }, kubeConfig, {
     ca: tls["ca"] as Buffer | undefined,
     cert: tls["cert"] as Buffer | undefined,
     key: tls["key"] as Buffer | undefined,
@@ -259,7 +268,7 @@ interface PoolTls {
 }
 
 /** The cluster's own pool, handed to every client-node call made through its kubeconfig. */
-function pooled(id: string, envoyCluster: string, kubeConfig: PooledKubeConfig, tls: PoolTls): PooledCluster {
+function pooled(id: string, upstreams: Pick<Cluster, "envoyCluster" | "serviceDomain">, kubeConfig: PooledKubeConfig, tls: PoolTls): PooledCluster {
   const pool = new Agent({
     ...API_SERVER_POOL,
     connect: { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 },
@@ -267,7 +276,7 @@ function pooled(id: string, envoyCluster: string, kubeConfig: PooledKubeConfig, 
   kubeConfig.usePool(pool);
   const cluster: Cluster = {
     id,
-    envoyCluster,
+    ...upstreams,
     kubeConfig,
     callOptions(signal) {
       // The object-parameter APIs hand these options straight to the observable API, which calls

@@ -175,6 +175,8 @@ function headerSets(clusterIds: readonly string[]): Array<Record<string, string>
     {},
     ...clusterIds.map((id) => ({ "x-fundament-kube-api-cluster": `kube-api-${id}`, "x-fundament-cluster-id": id })),
     { "x-fundament-kube-api-cluster": "anything", "x-fundament-cluster-id": randomUUID() },
+    // A registered cluster's Services' domain (plugin-proxy's shared route).
+    { "x-fundament-upstream-domain": "svc.registered.example", "x-fundament-cluster-id": randomUUID() },
   ];
 }
 

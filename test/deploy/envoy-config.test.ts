@@ -172,6 +172,8 @@ describe("routes and their policies", () => {
       [`plugin-controller-${C1}`]: "plugin-proxy",
       [`plugin-runtime-${C2}`]: "plugin-proxy",
       [`plugin-controller-${C2}`]: "plugin-proxy",
+      "plugin-runtime-registered": "plugin-proxy",
+      "plugin-controller-registered": "plugin-proxy",
       "plugin-proxy-unrouted": "plugin-proxy",
       "plugin-assets": "plugin-assets",
       "konfidence-api": "konfidence-api",
@@ -324,6 +326,24 @@ describe("routes and their policies", () => {
     expect(runtime.typed_per_filter_config["envoy.filters.http.dynamic_forward_proxy"].host_rewrite_header).toBe("x-fundament-upstream-host");
     expect(runtime.request_headers_to_remove).toEqual(["x-fundament-upstream-host"]);
     expect(route(b, `plugin-controller-${C1}`).route.regex_rewrite.pattern.regex).toBe("^/installations/[^/]+/controller/?");
+  });
+
+  it("routes a registered cluster's plugin-proxy requests on the domain header portcullis sets from its Secret, after every static cluster's routes", () => {
+    const b = envoyBootstrap(example()) as Json;
+    const names = hcmOf(b).route_config.virtual_hosts.find((v: Json) => v.routes.some((r: Json) => r.name === "plugin-proxy-unrouted")).routes.map((r: Json) => r.name);
+    const at = names.indexOf("plugin-runtime-registered");
+    expect(names.slice(at, at + 3)).toEqual(["plugin-runtime-registered", "plugin-controller-registered", "plugin-proxy-unrouted"]);
+    expect(names.slice(0, at).filter((n: string) => n.startsWith("plugin-"))).toEqual([C1, C2].flatMap((id) => [`plugin-runtime-${id}`, `plugin-controller-${id}`]));
+    for (const [upstream, port] of [["runtime", 8080], ["controller", 8080]] as const) {
+      const registered = route(b, `plugin-${upstream}-registered`);
+      expect(registered.match).toEqual({ safe_regex: { regex: `^/installations/[^/]+/${upstream}(/.*)?$` }, headers: [{ name: "x-fundament-upstream-domain", present_match: true }] });
+      expect(registered.route).toMatchObject({ cluster: "plugin-services", regex_rewrite: { pattern: { regex: `^/installations/[^/]+/${upstream}/?` }, substitution: "/" } });
+      expect(registered.typed_per_filter_config["envoy.filters.http.header_mutation"].mutations.request_mutations[0].append.header).toEqual({
+        key: "x-fundament-upstream-host",
+        value: `%REQ(x-fundament-upstream-service)%.%REQ(x-fundament-upstream-namespace)%.%REQ(x-fundament-upstream-domain)%:${port}`,
+      });
+      expect(registered.typed_per_filter_config["envoy.filters.http.ext_authz"].check_settings.context_extensions).toEqual({ policy: "plugin-proxy" });
+    }
   });
 
   it("answers 404 for what Envoy cannot route, after portcullis's check", () => {

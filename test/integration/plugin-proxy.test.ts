@@ -49,6 +49,18 @@ describe("plugin-proxy", () => {
     expect(world.calls).toEqual([`canView ${ids.user} ${ids.cluster}`, `installation ${ids.cluster} ${ids.installation}`]);
   });
 
+  it("a registered cluster with a service domain: the domain for Envoy's shared route; a static cluster: a client's copy removed", async () => {
+    const smuggled = { ...(await bearer(pluginToken())), "x-fundament-upstream-domain": "evil.example" };
+    const onStatic = await proxy(runtime, smuggled);
+    expect(onStatic).toMatchObject({ allowed: true, removed: expect.arrayContaining(["x-fundament-upstream-domain"]) });
+    expect(onStatic.allowed && onStatic.set).not.toHaveProperty("x-fundament-upstream-domain");
+    world.serviceDomains.set(ids.cluster, "svc.registered.example");
+    for (const path of [runtime, `/installations/${ids.installation}/controller/status`]) {
+      const res = await proxy(path, smuggled);
+      expect(res).toMatchObject({ allowed: true, set: { "x-fundament-cluster-id": ids.cluster, "x-fundament-upstream-domain": "svc.registered.example" } });
+    }
+  });
+
   it("routes the controller route to the configured plugin-controller", async () => {
     const res = await proxy(`/installations/${ids.installation}/controller/status`, await bearer(pluginToken()));
     expect(res).toMatchObject({

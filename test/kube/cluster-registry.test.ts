@@ -5,6 +5,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { type FleetChange, type InvalidSecret, registeredClusterOf, RegistryView } from "../../src/kube/cluster-registry.ts";
+import { Clusters, connectCluster } from "../../src/kube/clusters.ts";
 import { TestPki } from "../support/certificates.ts";
 
 const pki = new TestPki();
@@ -49,6 +50,11 @@ describe("registeredClusterOf: the cluster a Secret registers", () => {
       name: "a server behind a path prefix (a proxy in front of the API server)",
       input: data({ ...tokenCluster, server: "https://rancher.example.com/k8s/clusters/c-m-1" }),
       expected: { id: ID, server: "https://rancher.example.com/k8s/clusters/c-m-1", credential: { token: TOKEN } },
+    },
+    {
+      name: "a service domain (plugin-proxy's upstreams), with --from-file's newline, lower-cased",
+      input: data({ ...tokenCluster, "service-domain": "Svc.Prod-1.Mesh.example\n" }),
+      expected: { id: ID, server: SERVER, serviceDomain: "svc.prod-1.mesh.example", credential: { token: TOKEN } },
     },
     {
       name: "a CA bundle of two certificates",
@@ -105,6 +111,20 @@ describe("registeredClusterOf: the cluster a Secret registers", () => {
     // tls-server-name
     { name: "a TLS server name with a space", input: data({ ...tokenCluster, "tls-server-name": "a b" }), expected: "bad-tls-server-name" },
     { name: "a TLS server name with a port", input: data({ ...tokenCluster, "tls-server-name": "api:6443" }), expected: "bad-tls-server-name" },
+    // service-domain: Envoy puts it after `{service}.{namespace}.` in the upstream's host
+    ...[
+      { name: "empty", domain: "" },
+      { name: "with a port", domain: "svc.cluster.local:8080" },
+      { name: "with a path", domain: "svc.cluster.local/x" },
+      { name: "with a leading dot", domain: ".svc.cluster.local" },
+      { name: "with a trailing dot", domain: "svc.cluster.local." },
+      { name: "with an @ (userinfo)", domain: "a@evil.example" },
+      { name: "with a space", domain: "svc cluster" },
+      { name: "with a second line", domain: "svc.cluster.local\nevil.example" },
+      { name: "with CR LF", domain: "svc.cluster.local\r\nx-fundament-user-id: x" },
+      { name: "an Envoy command operator", domain: "%REQ(x-a)%" },
+      { name: "a label longer than 63", domain: `${"a".repeat(64)}.example` },
+    ].map(({ name, domain }) => ({ name: `a service domain ${name}`, input: data({ ...tokenCluster, "service-domain": domain }), expected: "bad-service-domain" as const })),
   ];
   it.each(invalid)("refuses $name: $expected", ({ input, expected }) => {
     const outcome = registeredClusterOf(input);
@@ -287,3 +307,25 @@ function show(change: FleetChange): string {
       return `${change.event} ${change.cluster.id} ${change.secret}`;
   }
 }
+
+describe("a registered cluster's service domain, as plugin-proxy reads it (Clusters.serviceDomainOf)", () => {
+  it("is the Secret's for a registered cluster, follows a re-registration, and is never a static cluster's", async () => {
+    const registered = registeredClusterOf(data({ ...tokenCluster, "service-domain": "svc.prod-1.example" }));
+    if (!("cluster" in registered)) throw new Error("not registered");
+    const staticId = "5e5e5e5e-0000-4000-8000-00000000005e";
+    const staticCluster = { id: staticId, envoyCluster: `kube-api-${staticId}`, serviceDomain: "never.read", kubeConfig: undefined as never, callOptions: () => ({}) };
+    const clusters = new Clusters([staticCluster]);
+    const first = connectCluster(registered.cluster);
+    clusters.put(first);
+    expect(clusters.serviceDomainOf(ID)).toBe("svc.prod-1.example");
+    expect(clusters.serviceDomainOf(staticId)).toBeUndefined();
+    const without = registeredClusterOf(data(tokenCluster));
+    if (!("cluster" in without)) throw new Error("not registered");
+    clusters.put(connectCluster(without.cluster));
+    expect(clusters.serviceDomainOf(ID)).toBeUndefined();
+    clusters.remove(ID);
+    expect(clusters.serviceDomainOf(ID)).toBeUndefined();
+    await clusters.close();
+    await first.pool.destroy();
+  });
+});

@@ -49,7 +49,9 @@ export class FakeWorld implements Ports {
   indexSynced = true;
   sarRequests: AccessAttributes[] = [];
 
-  clusters = { has: (clusterId: string) => this.clusterIds.has(clusterId) };
+  /** Registered clusters' Services' domains (their Secrets' `service-domain`); a static cluster has none. */
+  serviceDomains = new Map<string, string>();
+  clusters = { has: (clusterId: string) => this.clusterIds.has(clusterId), serviceDomainOf: (clusterId: string) => this.serviceDomains.get(clusterId) };
   canView = {
     canView: (userId: string, clusterId: string) => {
       this.calls.push(`canView ${userId} ${clusterId}`);

@@ -40,6 +40,8 @@ export const UPSTREAM_HEADERS = {
   clusterId: "x-fundament-cluster-id",
   namespace: "x-fundament-upstream-namespace",
   service: "x-fundament-upstream-service",
+  /** A registered cluster's Services' DNS suffix (its Secret's `service-domain`): Envoy's shared registered-cluster route builds the host from it. */
+  domain: "x-fundament-upstream-domain",
   userId: "x-fundament-user-id",
   installationId: "x-fundament-installation-id",
 } as const;
@@ -102,6 +104,9 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
         route.upstream === "runtime"
           ? { namespace: pluginServiceAccount(claims.installationName).namespace, service: `plugin-${claims.installationName}` }
           : deps.controller;
+      // A static cluster's routes hold its domain; a registered one's comes from its Secret, and
+      // without one (or for a static cluster) a client's copy of the header is removed like any x-fundament-*.
+      const domain = deps.clusters.serviceDomainOf?.(claims.clusterId);
       // The caller's credential never reaches a plugin pod, wherever it was carried.
       const ws = websocketBearerDropped(request.headers);
       return allow(
@@ -111,6 +116,7 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
             [UPSTREAM_HEADERS.clusterId]: claims.clusterId,
             [UPSTREAM_HEADERS.namespace]: upstream.namespace,
             [UPSTREAM_HEADERS.service]: upstream.service,
+            ...(domain === undefined ? {} : { [UPSTREAM_HEADERS.domain]: domain }),
             [UPSTREAM_HEADERS.userId]: claims.sub,
             [UPSTREAM_HEADERS.installationId]: claims.installationId,
             ...ws.set,
