@@ -52,7 +52,7 @@ export function createChecker(options: CheckerOptions): Checker {
       const policy = policies.get(request.contextExtensions["policy"] ?? "");
       policyName = policy?.name ?? policyName;
       bodyShape = policy?.bodyShape ?? bodyShape;
-      if (routed.kind === "refuse") {
+      if (routed.kind === "refuse" && policy?.refuse === undefined) {
         decision = deny("bad-request", routed.message);
       } else if (policy === undefined) {
         decision = deny("no-policy", "no authorization policy for this route");
@@ -61,7 +61,8 @@ export function createChecker(options: CheckerOptions): Checker {
         // DOMException (with a stack trace) for every check ever made. This one is cleared on answer.
         const deadline = deadlineIn(options.timeoutMs);
         try {
-          decision = await beforeDeadline(policy.decide(request, deadline), deadline);
+          const decided = routed.kind === "refuse" ? policy.refuse!(request, routed.message) : policy.decide(request, deadline);
+          decision = await beforeDeadline(decided, deadline);
         } finally {
           deadline.clear();
         }

@@ -2,7 +2,7 @@
  * A policy decides one request for one kind of route. Envoy names the policy per route in
  * `check_settings.context_extensions.policy`.
  */
-import type { BodyShape, Decision } from "./decision.ts";
+import type { BodyShape, Decision, Deny } from "./decision.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
 import type { Deadline } from "./errors.ts";
 
@@ -15,4 +15,10 @@ export interface Policy {
   readonly bodyShape: BodyShape;
   /** `deadline` passes when the check's time is up; the check then answers 503 whatever the policy does. */
   decide(request: HttpRequest, deadline: Deadline): Promise<Decision>;
+  /**
+   * Optional: the 400 for a request the check refuses before deciding it (request mode's path and
+   * header refusals, request-mode.ts), for a policy that must record it — kube-api-proxy audits
+   * every PluginToken request, on every outcome. Without it the refusal is answered as it is.
+   */
+  refuse?(request: HttpRequest, detail: string): Promise<Deny>;
 }

@@ -96,11 +96,19 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
     async decide(request, deadline) {
       const target = parseGatewayPath(request.path);
       trace("gateway-path", target.kind);
-      if (target.kind === "malformed") return malformedGatewayPath(request, target.detail, deps);
+      if (target.kind === "malformed") return auditedBadRequest(request, target.detail, deps);
       const kube = readKubeRequest(request, target.rest);
       const identity = await identify(request.headers, relaysPages(kube.asked) ? ACCEPTED_ON_PROXY : ACCEPTED, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
-      const carried = await otherCarriers(request, identity, deps);
+      let carried;
+      try {
+        carried = await otherCarriers(request, identity, deps);
+      } catch (err) {
+        // Reading another carrier's token can fail (a JWKS outage): the PluginToken already
+        // identified is audited with the denial check() will give, as on every outcome.
+        if (identity.kind !== "deny" && identity.claims.type === "plugin") auditedDenial(request, identity.claims, kube.asked, denialFor(err), deps);
+        throw err;
+      }
       if (carried !== undefined) return carried.claims === undefined ? carried.denial : auditedDenial(request, carried.claims, kube.asked, carried.denial, deps);
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
@@ -108,6 +116,9 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
         ? userRequest(request, target.clusterId, kube.path, claims, deps)
         : auditedPluginRequest(request, target.clusterId, kube, claims, deps, deadline);
     },
+    // Request mode refuses paths and headers the gateway did not normalise (request-mode.ts); a
+    // PluginToken request is audited all the same.
+    refuse: (request, detail) => auditedBadRequest(request, detail, deps),
   };
 }
 
@@ -147,11 +158,11 @@ function auditedDenial(request: HttpRequest, claims: PluginClaims, asked: Reques
 }
 
 /**
- * A gateway path whose cluster id cannot be read is a 400 whoever asks; a request carrying a
- * PluginToken, in any carrier, is still audited, as on every outcome (DESIGN.md "Audit line"). The
- * tokens are read only for that line.
+ * A 400 whoever asks (a gateway path whose cluster id cannot be read, or a request request mode
+ * refuses); a request carrying a PluginToken, in any carrier, is still audited, as on every
+ * outcome (DESIGN.md "Audit line"). The tokens are read only for that line.
  */
-async function malformedGatewayPath(request: HttpRequest, detail: string, deps: KubeApiProxyDeps): Promise<Decision> {
+async function auditedBadRequest(request: HttpRequest, detail: string, deps: KubeApiProxyDeps): Promise<Deny> {
   const denial = deny("bad-request", detail);
   let claims: PluginClaims | undefined;
   try {

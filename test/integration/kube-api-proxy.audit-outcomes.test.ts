@@ -1,0 +1,72 @@
+/**
+ * kube-api-proxy writes one audit line per PluginToken request on every outcome (DESIGN.md "Audit
+ * line"), also where the answer comes before the gates: a path request mode refuses (an empty
+ * segment, a dot segment, an escaped slash: 400 before the policy decides; this file runs in both
+ * modes through kube-api-proxy.audit-outcomes.request-mode.test.ts), and a dependency that fails
+ * while another carrier's token is read (authn-api's JWKS down in tokens.mode migration: 503).
+ */
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FakeWorld } from "../support/fakes.ts";
+import { type JwksServer, startJwksServer } from "../support/jwks-server.ts";
+import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
+import { ids, pluginClaims, pluginToken } from "../support/tokens.ts";
+
+const base = `/clusters/${ids.cluster}`;
+
+async function auditLines(server: TestServer, requestId: string): Promise<Array<Record<string, unknown>>> {
+  await new Promise((r) => setTimeout(r, 50)); // the audit logger is asynchronous
+  return server.logs.filter((l) => l["audit"] === "plugin_request" && l["request_id"] === requestId);
+}
+
+describe("kube-api-proxy audits a PluginToken request refused for its path's shape", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer(new FakeWorld());
+  });
+  afterAll(async () => server.stop());
+
+  it.each([
+    ["an empty segment", `${base}//api/v1/namespaces/team-a/pods`],
+    ["a dot segment", `${base}/api/v1/namespaces/team-a/../kube-system/pods`],
+    ["an escaped slash", `${base}/api/v1/namespaces/team-a%2Fx/pods`],
+    ["an escaped backslash", `${base}/api/v1/namespaces/team-a%5Cx/pods`],
+  ])("%s: one line, naming the answer given", async (_name, path) => {
+    const requestId = `req-shape-${randomUUID()}`;
+    const res = await server.check({ path, headers: { authorization: `Bearer ${await pluginToken()}`, "x-request-id": requestId }, policy: "kube-api-proxy" });
+    const lines = await auditLines(server, requestId);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ user: ids.user, cluster_id: ids.cluster, installation_id: ids.installation, decision: res.allowed ? "allowed" : `denied:${res.reason}` });
+  });
+});
+
+describe("kube-api-proxy audits a PluginToken request when reading another carrier fails", () => {
+  let server: TestServer;
+  let jwks: JwksServer;
+  let otherToken: string;
+  beforeAll(async () => {
+    jwks = await startJwksServer();
+    // A token of authn-api's asymmetric key, carried beside the PluginToken, while the JWKS fails.
+    otherToken = await jwks.sign(jwks.addKey("EdDSA"), pluginClaims());
+    jwks.failWith = 503;
+    const tokens = { mode: "migration", secrets: [{ env: "PORTCULLIS_TEST_SECRET" }], jwks: { url: jwks.url, caFile: jwks.caFile } };
+    server = await startTestServer(new FakeWorld(), testConfig({ tokens }));
+  });
+  afterAll(async () => {
+    await server.stop();
+    await jwks.stop();
+  });
+
+  it("503 dependency-unavailable, and its audit line", async () => {
+    const requestId = `req-jwks-down-${randomUUID()}`;
+    const res = await server.check({
+      path: `${base}/api/v1/namespaces/team-a/pods`,
+      headers: { authorization: `Bearer ${await pluginToken()}`, cookie: `fundament_auth=${otherToken}`, "x-request-id": requestId },
+      policy: "kube-api-proxy",
+    });
+    expect(res).toMatchObject({ allowed: false, http: 503, reason: "dependency-unavailable" });
+    const lines = await auditLines(server, requestId);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ user: ids.user, cluster_id: ids.cluster, decision: "denied:dependency-unavailable" });
+  });
+});
