@@ -5,11 +5,10 @@
  * Answers are cached per store id: a store re-created under its name starts with none.
  */
 import { CredentialsMethod, OpenFgaClient } from "@openfga/sdk";
-import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { ClusterViewCheck } from "../authz/ports.ts";
-import { publishCacheLookup } from "../metrics/events.ts";
+import { CachedLookup } from "../cache/cached-lookup.ts";
 import { isStoreGone, OpenFgaStore, type StoreRef } from "./store.ts";
 
 /** How often a store name is looked up again: at most once a second, at least every 10 s. */
@@ -31,8 +30,15 @@ export interface OpenFgaOptions {
   readonly storeLookup?: { readonly minIntervalMs: number; readonly refreshMs: number };
 }
 
+/** What one cached Check asks. */
+interface CheckAsked {
+  readonly storeId: string;
+  readonly userId: string;
+  readonly clusterId: string;
+}
+
 export class OpenFgaCanView implements ClusterViewCheck {
-  readonly #cache: LRUCache<string, boolean, { storeId: string; userId: string; clusterId: string }>;
+  readonly #cache: CachedLookup<boolean, CheckAsked>;
   readonly #store: OpenFgaStore;
 
   /** The store the gate asks now (for /readyz?verbose). */
@@ -60,10 +66,13 @@ export class OpenFgaCanView implements ClusterViewCheck {
       ...(options.logger === undefined ? {} : { logger: options.logger }),
     });
     this.#store.resolveInBackground();
-    this.#cache = new LRUCache({
-      max: options.maxEntries,
-      ttl: options.allowTtlMs,
-      fetchMethod: async (_key, _stale, { options: entry, context }) => {
+    this.#cache = new CachedLookup({
+      metric: "openfga_can_view",
+      dependency: "openfga",
+      question: "Check",
+      maxEntries: options.maxEntries,
+      ttlMs: options.allowTtlMs,
+      ask: async (context: CheckAsked) => {
         const answer = await withDeadline(
           "openfga",
           options.timeoutMs,
@@ -77,26 +86,18 @@ export class OpenFgaCanView implements ClusterViewCheck {
           { "openfga.store_id": context.storeId, "openfga.relation": "can_view", "openfga.object": `cluster:${context.clusterId}` },
         );
         if (typeof answer.allowed !== "boolean") throw new DependencyUnavailable("openfga", "Check answered without a decision");
-        entry.ttl = answer.allowed ? options.allowTtlMs : options.denyTtlMs;
-        return answer.allowed;
+        return { value: answer.allowed, ttlMs: answer.allowed ? options.allowTtlMs : options.denyTtlMs };
       },
     });
   }
 
   async canView(userId: string, clusterId: string): Promise<boolean> {
     const storeId = this.#store.current() ?? (await this.#store.id());
-    const key = `${storeId} ${userId} ${clusterId}`;
-    // A fresh entry is answered by get(), which costs a fraction of fetch(); anything else (absent,
-    // stale, in flight) goes through fetch() as before. A stale entry is left for fetch() to refresh.
-    const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
-    if (hit !== undefined) {
-      publishCacheLookup("openfga_can_view", "hit");
-      return hit;
-    }
-    const status: LRUCache.Status<string, boolean> = {};
-    const answer = await this.#cache.fetch(key, { context: { storeId, userId, clusterId }, status });
-    publishCacheLookup("openfga_can_view", status.fetch);
-    if (answer === undefined) throw new DependencyUnavailable("openfga", "no Check answer");
-    return answer;
+    return this.#cache.lookup(canViewKey(storeId, userId, clusterId), { storeId, userId, clusterId });
   }
+}
+
+/** The cache key of one Check: per store id, so a store re-created under its name starts with no answers. */
+export function canViewKey(storeId: string, userId: string, clusterId: string): string {
+  return `${storeId} ${userId} ${clusterId}`;
 }

@@ -7,12 +7,11 @@
  * rejects with 401 until it expired.
  */
 import { CoreV1Api } from "#kubernetes-client";
-import { LRUCache } from "lru-cache";
-import { type Clusters, perCluster } from "./clusters.ts";
+import { type Cluster, type Clusters, perCluster } from "./clusters.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { MintedToken, ServiceAccountTokens } from "../authz/ports.ts";
+import { CachedLookup } from "../cache/cached-lookup.ts";
 import { safeHeaderValue } from "../headers/mutations.ts";
-import { publishCacheLookup } from "../metrics/events.ts";
 
 /** The dependency name in errors, logs and metrics. */
 const TOKEN_REQUEST_DEPENDENCY = "kube-tokenrequest";
@@ -41,19 +40,23 @@ const MISSING: MintedToken = Object.freeze({ token: "" as MintedToken["token"], 
 const MISSING_TTL_MS = 2_000;
 
 export class TokenRequests implements ServiceAccountTokens {
-  readonly #cache: LRUCache<string, MintedToken, Target>;
+  readonly #cache: CachedLookup<MintedToken, Target, Cluster>;
 
   constructor(clusters: Clusters, options: ServiceAccountTokenOptions) {
     const now = options.now ?? Date.now;
     // Looked up per request: the registry adds, replaces and removes clusters while this runs.
     const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(CoreV1Api));
-    this.#cache = new LRUCache<string, MintedToken, Target>({
-      max: options.maxEntries,
-      ttl: MISSING_TTL_MS,
-      perf: { now },
-      fetchMethod: async (_key, _stale, { options: entry, context }) => {
-        const cluster = clusters.get(context.clusterId);
-        if (cluster === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "cluster not configured");
+    this.#cache = new CachedLookup({
+      metric: "service_account_token",
+      dependency: TOKEN_REQUEST_DEPENDENCY,
+      question: "TokenRequest",
+      maxEntries: options.maxEntries,
+      ttlMs: MISSING_TTL_MS,
+      now,
+      // Asked of a server the cluster no longer is (re-pointed or removed meanwhile): never cached,
+      // not even as missing (a 404 from a replaced server says nothing of the new one).
+      source: { name: "cluster", current: (context: Target) => clusters.get(context.clusterId) },
+      ask: async (context: Target, cluster: Cluster) => {
         const requested = now();
         // Undefined: the ServiceAccount does not exist (404).
         let response;
@@ -76,13 +79,7 @@ export class TokenRequests implements ServiceAccountTokens {
         } catch (err) {
           if (httpStatusOf(err) !== 404) throw err;
         }
-        // Asked of a server the cluster no longer is (re-pointed or removed meanwhile): never cached.
-        // forgetCluster() cannot drop an entry whose fetch is in flight (lru-cache's keys() skips it).
-        if (clusters.get(context.clusterId) !== cluster) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "cluster replaced or removed while asking");
-        if (response === undefined) {
-          entry.ttl = MISSING_TTL_MS;
-          return MISSING;
-        }
+        if (response === undefined) return { value: MISSING, ttlMs: MISSING_TTL_MS };
         const token = response.status?.token;
         const expires = response.status?.expirationTimestamp;
         if (typeof token !== "string" || token === "" || expires === undefined) {
@@ -93,25 +90,14 @@ export class TokenRequests implements ServiceAccountTokens {
         if (headerSafe === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest answered with a token that is not a header value");
         const lifetime = new Date(expires).getTime() - requested;
         if (!(lifetime > 0)) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest returned an expired token");
-        entry.ttl = Math.floor(lifetime * REFRESH_AT);
         // The upstream of the cluster object asked, not of whatever is registered when a check reads it.
-        return { token: headerSafe, envoyCluster: cluster.envoyCluster };
+        return { value: { token: headerSafe, envoyCluster: cluster.envoyCluster }, ttlMs: Math.floor(lifetime * REFRESH_AT) };
       },
     });
   }
 
   async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<MintedToken | undefined> {
-    const key = `${clusterId}/${namespace}/${name}/${ownerUid}`;
-    // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
-    const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
-    if (hit !== undefined) {
-      publishCacheLookup("service_account_token", "hit");
-      return hit === MISSING ? undefined : hit;
-    }
-    const status: LRUCache.Status<string, MintedToken> = {};
-    const token = await this.#cache.fetch(key, { context: { clusterId, namespace, name }, status });
-    publishCacheLookup("service_account_token", status.fetch);
-    if (token === undefined) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "no TokenRequest answer");
+    const token = await this.#cache.lookup(tokenKey(clusterId, namespace, name, ownerUid), { clusterId, namespace, name });
     return token === MISSING ? undefined : token;
   }
 
@@ -121,9 +107,13 @@ export class TokenRequests implements ServiceAccountTokens {
    * when it returns (the fetch checks its cluster is still the one registered).
    */
   forgetCluster(clusterId: string): void {
-    const prefix = `${clusterId}/`;
-    for (const key of [...this.#cache.keys()]) if (key.startsWith(prefix)) this.#cache.delete(key);
+    this.#cache.forget(`${clusterId}/`);
   }
+}
+
+/** The cache key of one ServiceAccount's token: the cluster first, so a replaced cluster's tokens can be dropped. */
+export function tokenKey(clusterId: string, namespace: string, name: string, ownerUid: string): string {
+  return `${clusterId}/${namespace}/${name}/${ownerUid}`;
 }
 
 /** The HTTP status of a client-node ApiException (wrapped by withDeadline), if any. */

@@ -7,14 +7,13 @@
  */
 import { hash } from "node:crypto";
 import { AuthorizationV1Api, type V1SubjectAccessReview, type V1SubjectAccessReviewStatus } from "#kubernetes-client";
-import { LRUCache } from "lru-cache";
 import { ApiServerReadiness } from "./api-server-readiness.ts";
-import { type Clusters, perCluster } from "./clusters.ts";
+import { type Cluster, type Clusters, perCluster } from "./clusters.ts";
 import { serviceAccountSubject, userServiceAccount } from "./service-accounts.ts";
 import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
 import type { SpanAttributes } from "../tracing/spans.ts";
 import type { AccessAttributes, UserAccessReview } from "../authz/ports.ts";
-import { publishCacheLookup } from "../metrics/events.ts";
+import { CachedLookup } from "../cache/cached-lookup.ts";
 
 /** The dependency name in errors, logs and metrics. */
 const SAR_DEPENDENCY = "kube-subjectaccessreview";
@@ -26,13 +25,15 @@ export interface UserAccessReviewOptions {
   readonly maxEntries: number;
 }
 
+/** What one cached review asks; the review itself is built only when it is sent. */
 interface Review {
   readonly clusterId: string;
-  readonly body: V1SubjectAccessReview;
+  readonly userId: string;
+  readonly attributes: AccessAttributes;
 }
 
 export class SubjectAccessReviews implements UserAccessReview {
-  readonly #cache: LRUCache<string, boolean, Review>;
+  readonly #cache: CachedLookup<boolean, Review, Cluster>;
   readonly #readiness: ApiServerReadiness;
 
   constructor(clusters: Clusters, options: UserAccessReviewOptions) {
@@ -40,17 +41,21 @@ export class SubjectAccessReviews implements UserAccessReview {
     this.#readiness = readiness;
     // Looked up per review: the registry adds, replaces and removes clusters while this runs.
     const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(AuthorizationV1Api));
-    this.#cache = new LRUCache<string, boolean, Review>({
-      max: options.maxEntries,
-      ttl: options.allowTtlMs,
-      fetchMethod: async (_key, _stale, { options: entry, context }) => {
-        const cluster = clusters.get(context.clusterId);
-        if (cluster === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "cluster not configured");
+    this.#cache = new CachedLookup({
+      metric: "subject_access_review",
+      dependency: SAR_DEPENDENCY,
+      question: "SubjectAccessReview",
+      maxEntries: options.maxEntries,
+      ttlMs: options.allowTtlMs,
+      // Answered by a server the cluster no longer is (re-pointed or removed meanwhile): never cached.
+      source: { name: "cluster", current: (context: Review) => clusters.get(context.clusterId) },
+      ask: async (context: Review, cluster: Cluster) => {
+        const body = reviewFor(context.userId, context.attributes);
         const review = await withDeadline(
           SAR_DEPENDENCY,
           options.timeoutMs,
-          (signal) => apiOf(cluster).createSubjectAccessReview({ body: context.body }, cluster.callOptions(signal)),
-          reviewSpanAttributes(context.clusterId, context.body),
+          (signal) => apiOf(cluster).createSubjectAccessReview({ body }, cluster.callOptions(signal)),
+          reviewSpanAttributes(context.clusterId, body),
         );
         const verdict = verdictOf(review.status);
         // Thrown, so never cached: the review did not reach a decision that can be trusted.
@@ -58,29 +63,13 @@ export class SubjectAccessReviews implements UserAccessReview {
         if (verdict === "denied" && !(await readiness.ready(context.clusterId))) {
           throw new DependencyUnavailable(SAR_DEPENDENCY, "denied by an API server that is not ready");
         }
-        // Answered by a server the cluster no longer is (re-pointed or removed meanwhile): never cached.
-        // forgetCluster() cannot drop an entry whose fetch is in flight (lru-cache's keys() skips it).
-        if (clusters.get(context.clusterId) !== cluster) throw new DependencyUnavailable(SAR_DEPENDENCY, "cluster replaced or removed while asking");
-        entry.ttl = verdict === "allowed" ? options.allowTtlMs : options.denyTtlMs;
-        return verdict === "allowed";
+        return { value: verdict === "allowed", ttlMs: verdict === "allowed" ? options.allowTtlMs : options.denyTtlMs };
       },
     });
   }
 
   async allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean> {
-    const key = reviewKey(clusterId, userId, attributes);
-    // A fresh entry is answered by get(), far cheaper than fetch(); anything else goes through fetch().
-    const hit = this.#cache.get(key, { noDeleteOnStaleGet: true });
-    if (hit !== undefined) {
-      publishCacheLookup("subject_access_review", "hit");
-      return hit;
-    }
-    // The review itself is built only when it may be sent.
-    const status: LRUCache.Status<string, boolean> = {};
-    const answer = await this.#cache.fetch(key, { context: { clusterId, body: reviewFor(userId, attributes) }, status });
-    publishCacheLookup("subject_access_review", status.fetch);
-    if (answer === undefined) throw new DependencyUnavailable(SAR_DEPENDENCY, "no SubjectAccessReview answer");
-    return answer;
+    return this.#cache.lookup(reviewKey(clusterId, userId, attributes), { clusterId, userId, attributes });
   }
 
   /**
@@ -89,8 +78,7 @@ export class SubjectAccessReviews implements UserAccessReview {
    * it returns (the fetch checks its cluster is still the one registered).
    */
   forgetCluster(clusterId: string): void {
-    const prefix = `${clusterId}/`;
-    for (const key of [...this.#cache.keys()]) if (key.startsWith(prefix)) this.#cache.delete(key);
+    this.#cache.forget(`${clusterId}/`);
     this.#readiness.forgetCluster(clusterId);
   }
 }
