@@ -2,9 +2,12 @@
  * Check: CheckRequest → policy → Decision → CheckResponse. Deny by default: no or unknown policy,
  * a malformed CheckRequest, any thrown error or a decision past its deadline is a denial with an
  * explicit status, never an allow and never a crash. The policy is the one context_extensions
- * name; in request mode, where they name none, the route table's (request-mode.ts).
+ * name; in request mode, where they name none, the route table's (request-mode.ts). The request's
+ * audit line, if its policy recorded one in the trail, is written here once the decision is final.
  */
 import type { Logger } from "pino";
+import type { AuditSink } from "../audit/plugin-request.ts";
+import { auditRecordOf, emptyAuditTrail, writeAudit } from "../audit/trail.ts";
 import { type Decision, deny } from "./decision.ts";
 import { beforeDeadline, deadlineIn, denialFor, errorSummary } from "./errors.ts";
 import type { Policy } from "./policy.ts";
@@ -26,19 +29,30 @@ export interface CheckerOptions {
 
 export type Checker = (message: CheckRequestMessage) => Promise<CheckResponseMessage>;
 
-export function createChecker(options: CheckerOptions): Checker {
+/** A check whose audit line goes to the sink given with the request: the server's, or /explain's marked one. */
+export type AuditedCheck = (message: CheckRequestMessage, audit: AuditSink) => Promise<CheckResponseMessage>;
+
+/** The server's checker: every audit line goes to `audit`. */
+export function createChecker(options: CheckerOptions & { readonly audit: AuditSink }): Checker {
+  const check = createAuditedCheck(options);
+  const { audit } = options;
+  return (message) => check(message, audit);
+}
+
+export function createAuditedCheck(options: CheckerOptions): AuditedCheck {
   const policies = new Map(options.policies.map((p) => [p.name as string, p]));
   const { logger } = options;
   const route: (request: HttpRequest) => RoutedRequest =
     options.routeTable === undefined ? (request) => ({ kind: "decide", request }) : requestRouter(options.routeTable);
 
-  return async function check(message) {
+  return async function check(message, audit) {
     const started = process.hrtime.bigint();
     let policyName = "none";
     let decision: Decision;
     let bodyShape: Policy["bodyShape"] = "json";
     let requestId = "";
     let responseHeaders: Readonly<Record<string, string>> | undefined;
+    const trail = emptyAuditTrail();
     try {
       const received = fromCheckRequest(message);
       requestId = received.requestId;
@@ -61,7 +75,7 @@ export function createChecker(options: CheckerOptions): Checker {
         // DOMException (with a stack trace) for every check ever made. This one is cleared on answer.
         const deadline = deadlineIn(options.timeoutMs);
         try {
-          const decided = routed.kind === "refuse" ? policy.refuse!(request, routed.message) : policy.decide(request, deadline);
+          const decided = routed.kind === "refuse" ? policy.refuse!(request, routed.message, trail) : policy.decide(request, trail);
           decision = await beforeDeadline(decided, deadline);
         } finally {
           deadline.clear();
@@ -76,6 +90,12 @@ export function createChecker(options: CheckerOptions): Checker {
         if (decision.reason === "internal-error") logger.error({ ...context, err }, "check failed");
         else logger.warn(context, "dependency unavailable");
       }
+    }
+    // Once, with the answer the caller gets: the policy's, or the denial for its error or the deadline.
+    const record = auditRecordOf(trail, decision, requestId);
+    if (record !== undefined) {
+      decision = { ...decision, audit: record };
+      writeAudit(audit, record);
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     publishDecision(policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);

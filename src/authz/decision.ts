@@ -1,7 +1,9 @@
 /**
  * A Decision is plain data: what portcullis answers for one request. It is turned into Envoy's
- * CheckResponse in exactly one place (src/envoy/check-response.ts).
+ * CheckResponse in exactly one place (src/envoy/check-response.ts). Its audit record is attached by
+ * check() from the request's audit trail (src/audit/trail.ts) once the decision is final.
  */
+import type { AuditRecord } from "../audit/trail.ts";
 import type { HeaderMutations } from "../headers/mutations.ts";
 
 /** Every reason a request can be denied for; the table in reasons.ts gives each its status. */
@@ -38,11 +40,15 @@ export interface Deny {
   readonly message: string;
   /** Extra response headers for the caller (e.g. `allow` on 405). */
   readonly headers?: Readonly<Record<string, string>>;
+  /** The request's audit line, when it has one (a kube-api-proxy PluginToken request is audited on every outcome). */
+  readonly audit?: AuditRecord;
 }
 
 export interface Allow {
   readonly kind: "allow";
   readonly mutations: HeaderMutations;
+  /** The request's audit line, when it has one. */
+  readonly audit?: AuditRecord;
 }
 
 export type Decision = Allow | Deny;

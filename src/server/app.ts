@@ -9,7 +9,7 @@ import type { Server as HttpServer } from "node:http";
 import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
-import { createChecker } from "../authz/check.ts";
+import { type AuditedCheck, createAuditedCheck } from "../authz/check.ts";
 import { buildRouteTable } from "../authz/route-table.ts";
 import type { Policy } from "../authz/policy.ts";
 import { kubeApiProxy } from "../authz/policies/kube-api-proxy.ts";
@@ -45,7 +45,7 @@ import { SubjectAccessReviews } from "../kube/user-access-review.ts";
 import { createMetrics, type FleetState, type IndexSizes } from "../metrics/prometheus.ts";
 import { tokenVerifierFor } from "./token-verifier.ts";
 import { type AdminOptions, createAdminServer } from "./admin.ts";
-import { createExplainer, type Explainer, explainAudit } from "./explain.ts";
+import { createExplainer, type Explainer } from "./explain.ts";
 import { createCanI } from "./can-i.ts";
 import { type RulesReviews, SelfSubjectRulesReviews } from "../kube/rules-review.ts";
 import { Health } from "./health.ts";
@@ -227,12 +227,12 @@ export interface RunningServer {
  * Konfidence-only deployment) only konfidence-api is registered, and a route naming a Fundament
  * policy is denied 403 `no-policy`: a routing mistake that no retry fixes, never an allow.
  */
-export function policiesFor(config: Config, ports: Ports, audit: AuditSink): Policy[] {
-  const fundament = config.tokens === undefined || ports.canView === undefined ? [] : fundamentPolicies(config, config.tokens, ports.canView, ports, audit);
+export function policiesFor(config: Config, ports: Ports): Policy[] {
+  const fundament = config.tokens === undefined || ports.canView === undefined ? [] : fundamentPolicies(config, config.tokens, ports.canView, ports);
   return [...fundament, ...(config.konfidence === undefined ? [] : [konfidencePolicy(config.konfidence, ports.konfidence)])];
 }
 
-function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["tokens"]>, canView: ClusterViewCheck, ports: Ports, audit: AuditSink): Policy[] {
+function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["tokens"]>, canView: ClusterViewCheck, ports: Ports): Policy[] {
   const tokens = tokenVerifierFor(tokenConfig);
   const cookieOrigins = new Set(tokenConfig.cookieOrigins.map((origin) => new URL(origin).origin));
   const platform = config.platform.services;
@@ -245,7 +245,6 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
       installations: ports.installations,
       serviceAccountTokens: ports.serviceAccountTokens,
       revocations: revocationListFor(config, ports),
-      audit,
       cookieOrigins,
       allowUnpinned: config.plugins.allowUnpinned,
     }),
@@ -259,7 +258,7 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
       controller: config.plugins.controller,
     }),
     pluginAssets(),
-    platformApi({ tokens, cookieOrigins, services: new Set(platform.map((s) => s.name)), audit }),
+    platformApi({ tokens, cookieOrigins, services: new Set(platform.map((s) => s.name)) }),
     publicRoutes({ publicPaths: new Map(platform.map((s) => [s.name, new Set(s.public)])), issuer: tokenConfig.issuer }),
   ];
 }
@@ -286,8 +285,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tracing = await startTracing(config.tracing, logger);
   // Replaced whole by a reload (reloadable below): a Check runs under the old policies or the new.
   let livePorts = ports;
-  const checkerFor = (current: Config, currentPorts: Ports) => tracedChecks(checkerOver(current, currentPorts, options.audit, logger));
-  let check = checkerFor(config, ports);
+  // One check for Envoy's requests and /explain's: the sink is chosen per request.
+  let decide = checkerOver(config, ports, logger);
+  const check = tracedChecks((message) => decide(message, options.audit));
   const health = new Health(() => ports.ready());
   const metrics = createMetrics(ports.indexSizes, ports.fleet);
 
@@ -316,7 +316,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations, revocationListFor(config, ports)));
   const internalPort = await bind(internalServer, config.listen.internal, tls.credentials);
 
-  let explainer = explainerFor(options);
+  const explainer = explainerFor(options, (message, audit) => decide(message, audit));
   const reloader = new ConfigReloader({
     config,
     logger,
@@ -326,19 +326,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       const storeChanged = plan.live.some((key) => key.startsWith("openfga."));
       const canView = storeChanged && next.openfga !== undefined ? openFgaCanView(next.openfga, logger) : undefined;
       const nextPorts: Ports = canView === undefined ? livePorts : { ...livePorts, canView, dependencies: () => [canView.storeState()] };
-      const nextCheck = checkerFor(next, nextPorts);
-      const nextExplainer = explainer === undefined ? undefined : explainerFor({ ...options, config: next, ports: nextPorts });
+      const nextDecide = checkerOver(next, nextPorts, logger);
       livePorts = nextPorts;
-      check = nextCheck;
-      explainer = nextExplainer;
+      decide = nextDecide;
     },
   });
   const adminOptions: AdminOptions = {
     readiness: () =>
       processReadiness({ shuttingDown: health.shuttingDown, serving: health.serving, indexes: ports.indexSizes(), dependencies: livePorts.dependencies?.() ?? [] }),
     metrics,
-    // Whether /explain is served is fixed at start; which policies it runs follows reloads.
-    explain: explainer === undefined ? undefined : (request) => explainer!(request),
+    // Whether /explain is served is fixed at start; which policies it runs follows reloads (decide).
+    explain: explainer,
     // The OpenFGA gate as a reload leaves it (can-i reads its ports per question).
     canI: config.admin.explain ? createCanI({ ...ports, get canView() { return livePorts.canView; } }) : undefined,
   };
@@ -382,20 +380,20 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 }
 
 /**
- * /explain decides with its own checker over the same ports and caches, whose audit lines are marked
- * as explained; undefined (not served) unless `admin.explain` is set.
+ * /explain runs the server's check, its audit lines marked as explained; undefined (not served)
+ * unless `admin.explain` is set.
  */
-function explainerFor(options: ServerOptions): Explainer | undefined {
-  const { config, ports, logger } = options;
+function explainerFor(options: ServerOptions, check: AuditedCheck): Explainer | undefined {
+  const { config, logger } = options;
   if (!config.admin.explain) return undefined;
   logger.warn({ setting: "admin.explain" }, "POST /explain is served on the admin port to loopback peers: it runs real checks");
-  return createExplainer(checkerOver(config, ports, explainAudit(options.audit), logger));
+  return createExplainer(check, options.audit);
 }
 
-/** A checker over the policies this configuration serves, writing audit lines to `audit`. */
-function checkerOver(config: Config, ports: Ports, audit: AuditSink, logger: Logger): ReturnType<typeof createChecker> {
-  return createChecker({
-    policies: policiesFor(config, ports, audit),
+/** The check over the policies this configuration serves. */
+function checkerOver(config: Config, ports: Ports, logger: Logger): AuditedCheck {
+  return createAuditedCheck({
+    policies: policiesFor(config, ports),
     timeoutMs: config.check.timeoutMs,
     retryAfterSeconds: config.check.retryAfterSeconds,
     logger,

@@ -3,11 +3,12 @@
  * SubjectAccessReview and TokenRequest calls, caches read and filled, and for kube-api-proxy
  * PluginToken requests the audit line — and answers with the outcome and the gates it went through.
  * Credentials in the mutations are redacted. Off unless `admin.explain` is set, and then answered to
- * loopback peers only (admin.ts); its audit lines are marked (explainAudit) so that they can never
- * pass for a request Envoy sent.
+ * loopback peers only (admin.ts). It runs the server's own check (the same policies and caches),
+ * with its audit lines sent to a marked sink (explainAudit) so that they can never pass for a
+ * request Envoy sent.
  */
 import type { AuditSink } from "../audit/plugin-request.ts";
-import type { Checker } from "../authz/check.ts";
+import type { AuditedCheck } from "../authz/check.ts";
 import { type TraceStep, traced } from "../authz/trace.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { type CheckOutcome, describeCheckResponse } from "../envoy/describe-response.ts";
@@ -16,9 +17,10 @@ export type Explanation = CheckOutcome & { readonly trace: readonly TraceStep[] 
 
 export type Explainer = (request: CheckRequestMessage) => Promise<Explanation>;
 
-export function createExplainer(check: Checker): Explainer {
+export function createExplainer(check: AuditedCheck, audit: AuditSink): Explainer {
+  const marked = explainAudit(audit);
   return async (request) => {
-    const { result, trace } = await traced(() => check(request));
+    const { result, trace } = await traced(() => check(request, marked));
     return { ...describeCheckResponse(result), trace };
   };
 }

@@ -25,7 +25,7 @@ const B = "3b9c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e";
 const example = loadConfig(resolve(ROOT, "deploy/examples/portcullis.yaml"));
 const TABLE = buildRouteTable({ envoy: example.envoy!, platform: example.platform });
 const policies: Policy[] = POLICY_NAMES.map((name) => ({ name, bodyShape: "json", decide: async () => allow({ set: {}, remove: [] }) }));
-const requestMode = createChecker({ policies, timeoutMs: 5_000, retryAfterSeconds: 1, logger: pino({ level: "silent" }), routeTable: TABLE });
+const requestMode = createChecker({ policies, audit: { pluginRequest: () => {}, pluginTokenReplay: () => {} }, timeoutMs: 5_000, retryAfterSeconds: 1, logger: pino({ level: "silent" }), routeTable: TABLE });
 
 async function outcome(authority: string, path: string): Promise<string> {
   const res = await requestMode({ attributes: { request: { http: { method: "GET", path, host: authority, headers: { ":authority": authority } } }, context_extensions: {} } });

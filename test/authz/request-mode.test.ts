@@ -33,8 +33,8 @@ const policies: Policy[] = POLICY_NAMES.map((name) => ({
   decide: async (request) => allow({ set: { "x-decided-as": [name, request.contextExtensions["service"]].filter((x) => x !== undefined).join("/") }, remove: [] }),
 }));
 const logger = pino({ level: "silent" });
-const requestMode = createChecker({ policies, timeoutMs: 5_000, retryAfterSeconds: 1, logger, routeTable: TABLE });
-const extensionsMode = createChecker({ policies, timeoutMs: 5_000, retryAfterSeconds: 1, logger });
+const requestMode = createChecker({ policies, audit: { pluginRequest: () => {}, pluginTokenReplay: () => {} }, timeoutMs: 5_000, retryAfterSeconds: 1, logger, routeTable: TABLE });
+const extensionsMode = createChecker({ policies, audit: { pluginRequest: () => {}, pluginTokenReplay: () => {} }, timeoutMs: 5_000, retryAfterSeconds: 1, logger });
 
 interface Spec {
   authority: string;

@@ -393,7 +393,7 @@ const world = new FakeWorld();
 // The fakes answer at once: a deadline here would only turn a CPU-starved CI run into a 503 (and a
 // spurious determinism failure); deadlines are the fault suite's subject.
 const checker = () =>
-  createChecker({ policies: policiesFor(testConfig(), world, world.audit), timeoutMs: 30_000, retryAfterSeconds: 1, logger: pino({ level: "silent" }) });
+  createChecker({ policies: policiesFor(testConfig(), world), audit: world.audit, timeoutMs: 30_000, retryAfterSeconds: 1, logger: pino({ level: "silent" }) });
 const figures = { inProcess: 0, grpc: 0, garbage: 0, allowed: 0, ms: 0 };
 
 beforeAll(async () => {

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Decision } from "../../src/authz/decision.ts";
-import { deadlineIn } from "../../src/authz/errors.ts";
+import { emptyAuditTrail } from "../../src/audit/trail.ts";
 import { konfidenceApi } from "../../src/authz/policies/konfidence-api.ts";
 import type { HttpRequest } from "../../src/envoy/check-request.ts";
 import { compilePermissions, compileRoutes, DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence/permissions.ts";
@@ -74,7 +74,7 @@ function world(projects: number) {
     },
   });
   const decide = (request: ScenarioRequest, headers: Record<string, string>): Promise<Decision> =>
-    policy.decide({ ...request, query: new URLSearchParams(), headers, authority: "", requestId: "r", contextExtensions: {} } satisfies HttpRequest, deadlineIn(60_000));
+    policy.decide({ ...request, query: new URLSearchParams(), headers, authority: "", requestId: "r", contextExtensions: {} } satisfies HttpRequest, emptyAuditTrail());
   return { scenario, counts, decide };
 }
 

@@ -30,7 +30,7 @@ describe("a Konfidence-only deployment", () => {
   });
 
   it("serves konfidence-api only", () => {
-    expect(policiesFor(config, world, { pluginRequest: () => {}, pluginTokenReplay: () => {} }).map((p) => p.name)).toEqual(["konfidence-api"]);
+    expect(policiesFor(config, world).map((p) => p.name)).toEqual(["konfidence-api"]);
   });
 
   it.each([

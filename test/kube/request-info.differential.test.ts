@@ -267,7 +267,7 @@ function generate(g: Gen): Case {
 // ---------------------------------------------------------------- the two readings
 
 const world = new FakeWorld();
-const check = createChecker({ policies: policiesFor(testConfig(), world, world.audit), timeoutMs: 30_000, retryAfterSeconds: 1, logger: pino({ level: "silent" }) });
+const check = createChecker({ policies: policiesFor(testConfig(), world), audit: world.audit, timeoutMs: 30_000, retryAfterSeconds: 1, logger: pino({ level: "silent" }) });
 let token = "";
 let tokenMintedAt = 0;
 

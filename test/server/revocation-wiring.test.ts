@@ -24,7 +24,7 @@ describe("the revocation list the policies consult", () => {
     const ports = connected ? (new FakeWorld() as unknown as Ports) : portsWithoutRevocations();
     if (expected === "refused") {
       expect(() => revocationListFor(config, ports)).toThrow(/revocations is configured/);
-      expect(() => policiesFor(config, ports, new FakeWorld().audit)).toThrow(/revocations is configured/);
+      expect(() => policiesFor(config, ports)).toThrow(/revocations is configured/);
     } else {
       expect(revocationListFor(config, ports)).toBe(expected === "none" ? NO_REVOCATIONS : ports.revocations);
     }

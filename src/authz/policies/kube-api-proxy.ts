@@ -13,7 +13,7 @@
  * carrier the request's form does not read (the cookie on a proxy subresource, an Origin the
  * Console does not have), is audited with the denial the request gets.
  */
-import { decisionLabel, type AuditSink, type PluginRequestAudit } from "../../audit/plugin-request.ts";
+import type { AuditTrail } from "../../audit/trail.ts";
 import { allow, type Decision, deny, type Deny } from "../decision.ts";
 import { carriedPluginToken, identify, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
@@ -38,7 +38,6 @@ import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
 import { requesterChecks } from "../../kube/requester-checks.ts";
 import { oversizedField } from "../../kube/object-names.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
-import { beforeDeadline, type Deadline, denialFor } from "../errors.ts";
 import { installationDenial, unusableInstallation } from "../installation.ts";
 import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
@@ -52,7 +51,6 @@ export interface KubeApiProxyDeps {
   readonly serviceAccountTokens: ServiceAccountTokens;
   /** The sub-TTL deny-list (FUN-17 §10); NO_REVOCATIONS when none is configured. */
   readonly revocations: RevocationList;
-  readonly audit: AuditSink;
   /** Browser origins whose requests may authenticate with the session cookie (the Console's). */
   readonly cookieOrigins: ReadonlySet<string>;
   /** FUN-19's local-dev escape hatch: accept installations whose definition hash is not pinned. */
@@ -93,32 +91,32 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
   return {
     name: "kube-api-proxy",
     bodyShape: "kube-status",
-    async decide(request, deadline) {
+    async decide(request, trail) {
       const target = parseGatewayPath(request.path);
       trace("gateway-path", target.kind);
-      if (target.kind === "malformed") return auditedBadRequest(request, target.detail, deps);
+      if (target.kind === "malformed") return auditedBadRequest(request, target.detail, deps, trail);
       const kube = readKubeRequest(request, target.rest);
+      // Every audit line, an early denial's too, says what was asked.
+      trail.asked = kube.asked;
       const identity = await identify(request.headers, relaysPages(kube.asked) ? ACCEPTED_ON_PROXY : ACCEPTED, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
-      let carried;
-      try {
-        carried = await otherCarriers(request, identity, deps);
-      } catch (err) {
-        // Reading another carrier's token can fail (a JWKS outage): the PluginToken already
-        // identified is audited with the denial check() will give, as on every outcome.
-        if (identity.kind !== "deny" && identity.claims.type === "plugin") auditedDenial(request, identity.claims, kube.asked, denialFor(err), deps);
-        throw err;
+      // Audited from here on, whatever follows: reading another carrier's token can fail (a JWKS
+      // outage), and check() then audits the denial it gives.
+      if (identity.kind !== "deny" && identity.claims.type === "plugin") auditPluginToken(trail, identity.claims, deps);
+      const carried = await otherCarriers(request, identity, deps);
+      if (carried !== undefined) {
+        if (carried.claims !== undefined && trail.pluginToken === undefined) auditPluginToken(trail, carried.claims, deps);
+        return carried.denial;
       }
-      if (carried !== undefined) return carried.claims === undefined ? carried.denial : auditedDenial(request, carried.claims, kube.asked, carried.denial, deps);
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
       return claims.type === "user"
         ? userRequest(request, target.clusterId, kube.path, claims, deps)
-        : auditedPluginRequest(request, target.clusterId, kube, claims, deps, deadline);
+        : pluginRequest(request, target.clusterId, kube, claims, deps);
     },
     // Request mode refuses paths and headers the gateway did not normalise (request-mode.ts); a
     // PluginToken request is audited all the same.
-    refuse: (request, detail) => auditedBadRequest(request, detail, deps),
+    refuse: (request, detail, trail) => auditedBadRequest(request, detail, deps, trail),
   };
 }
 
@@ -145,32 +143,30 @@ async function otherCarriers(
   return { denial, claims };
 }
 
-/** A PluginToken request refused before its gates, audited with what was asked and the pin at request time. */
-function auditedDenial(request: HttpRequest, claims: PluginClaims, asked: RequestInfo | undefined, denial: Deny, deps: KubeApiProxyDeps): Deny {
-  let pinnedDefinitionHash = "";
+/** The request carries a PluginToken: it is audited on every outcome, with the index's pin at request time. */
+function auditPluginToken(trail: AuditTrail, claims: PluginClaims, deps: KubeApiProxyDeps): void {
+  trail.pluginToken = claims;
   try {
-    pinnedDefinitionHash = tokenInstallation(claims, deps)?.definitionHash ?? "";
+    trail.pinnedDefinitionHash = tokenInstallation(claims, deps)?.definitionHash ?? "";
   } catch {
     // Unsynced: the pin is unknown ("").
   }
-  deps.audit.pluginRequest(auditLine(request, claims, { info: asked, pinnedDefinitionHash }, decisionLabel(denial)));
-  return denial;
 }
 
 /**
  * A 400 whoever asks (a gateway path whose cluster id cannot be read, or a request request mode
  * refuses); a request carrying a PluginToken, in any carrier, is still audited, as on every
- * outcome (DESIGN.md "Audit line"). The tokens are read only for that line.
+ * outcome (DESIGN.md "Audit line"). Nothing was read before this refusal, so the tokens are read
+ * here, only for that line.
  */
-async function auditedBadRequest(request: HttpRequest, detail: string, deps: KubeApiProxyDeps): Promise<Deny> {
-  const denial = deny("bad-request", detail);
-  let claims: PluginClaims | undefined;
+async function auditedBadRequest(request: HttpRequest, detail: string, deps: KubeApiProxyDeps, trail: AuditTrail): Promise<Deny> {
   try {
-    claims = (await carriedPluginToken(request.headers, deps.tokens)).plugin?.claims;
+    const claims = (await carriedPluginToken(request.headers, deps.tokens)).plugin?.claims;
+    if (claims !== undefined) auditPluginToken(trail, claims, deps);
   } catch {
     // Not knowing who asked does not change the answer.
   }
-  return claims === undefined ? denial : auditedDenial(request, claims, undefined, denial, deps);
+  return deny("bad-request", detail);
 }
 
 /** The installation the PluginToken names, from the index of the cluster it is bound to. Throws while that index is not synced. */
@@ -202,34 +198,6 @@ async function userRequest(
   return allow(credentialSwap(request, saToken));
 }
 
-async function auditedPluginRequest(
-  request: HttpRequest,
-  clusterId: string,
-  kube: KubeRequest,
-  claims: PluginClaims,
-  deps: KubeApiProxyDeps,
-  deadline: Deadline,
-): Promise<Decision> {
-  const trail: AuditTrail = { info: undefined, pinnedDefinitionHash: "" };
-  let decision: Decision;
-  try {
-    decision = await beforeDeadline(pluginRequest(request, clusterId, kube, claims, deps, trail), deadline);
-  } catch (err) {
-    // The audit line names the denial the caller will be given (check() maps errors the same way,
-    // and logs them); then the error goes on to check().
-    deps.audit.pluginRequest(auditLine(request, claims, trail, decisionLabel(denialFor(err))));
-    throw err;
-  }
-  deps.audit.pluginRequest(auditLine(request, claims, trail, decisionLabel(decision)));
-  return decision;
-}
-
-/** What the gates learned that the audit line reports, whatever the outcome. */
-interface AuditTrail {
-  info: RequestInfo | undefined;
-  pinnedDefinitionHash: string;
-}
-
 /**
  * PluginToken, FUN-17 §11. The gates are written in the seed's order; the remote ones (OpenFGA, the
  * SubjectAccessReview, the TokenRequest) start together, and the first denial in this order is reported.
@@ -240,27 +208,18 @@ async function pluginRequest(
   { path, asked }: KubeRequest,
   claims: PluginClaims,
   deps: KubeApiProxyDeps,
-  trail: AuditTrail,
 ): Promise<Decision> {
-  // The request was read before any gate (pure), so every audit line, a revoked one too, says what was asked.
   const known = deps.clusters.has(clusterId);
   // A target Go would read otherwise (e.g. a query past net/url's parameter limit) is never reviewed.
   const unreadableQuery = request.targetError ?? invalidRequestTimeout(request.query);
-  // The audit line names what was asked even when the query is refused (read as Node reads it); nothing else uses that reading.
-  trail.info = asked;
   const info = unreadableQuery === undefined ? asked : undefined;
   // Why the request cannot be reviewed as Kubernetes would read it (reported at gate 4, in order):
   // no SubjectAccessReview or TokenRequest is sent for it (a name Kubernetes could never store
   // would otherwise be reviewed and held in a cache key).
   const malformed = unreadableQuery ?? (info?.isResourceRequest ? info.parseError : undefined) ?? (info === undefined ? undefined : oversizedField(info));
-  // The installation the token names, from the local index (not a remote call), read now so that
-  // every audit line carries its pin at request time, an early denial's too. Unsynced, it throws
+  // The installation the token names, from the local index (not a remote call). Unsynced, it throws
   // into the started result, read only at gate 6.
-  const installation = start(async () => {
-    const found = tokenInstallation(claims, deps);
-    trail.pinnedDefinitionHash = found?.definitionHash ?? "";
-    return found;
-  });
+  const installation = start(async () => tokenInstallation(claims, deps));
 
   // Gate 1, aud=fundament-plugin: identify() accepted the token as a PluginToken.
   // FUN-17 §10 places the deny-list "at proxy validation time": it is part of accepting the token,
@@ -357,28 +316,3 @@ function credentialSwap(request: HttpRequest, minted: MintedToken) {
     authorization: bearerCredential(minted.token),
   });
 }
-
-function auditLine(request: HttpRequest, claims: PluginClaims, trail: AuditTrail, decision: string): PluginRequestAudit {
-  const info = trail.info;
-  const resource = info?.isResourceRequest ? info : undefined;
-  return {
-    audit: "plugin_request",
-    user: claims.sub,
-    cluster_id: claims.clusterId,
-    installation_id: claims.installationId,
-    plugin_name: claims.pluginName,
-    plugin_version: claims.pluginVersion,
-    definition_hash: claims.definitionHash,
-    pinned_definition_hash: trail.pinnedDefinitionHash,
-    verb: info?.verb ?? "",
-    api_group: resource?.apiGroup ?? "",
-    resource: resource?.resource ?? "",
-    subresource: resource?.subresource ?? "",
-    namespace: resource?.namespace ?? "",
-    name: resource?.name ?? "",
-    path: info !== undefined && !info.isResourceRequest ? info.path : "",
-    decision,
-    request_id: request.requestId,
-  };
-}
-

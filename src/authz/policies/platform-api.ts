@@ -18,7 +18,7 @@
  *    `Bearer <token>`, and beside it the fundament_auth cookie is removed (its other cookies go
  *    on); a WebSocket bearer subprotocol never goes on. Client-sent x-fundament-* never reach them.
  */
-import type { AuditSink } from "../../audit/plugin-request.ts";
+import type { AuditTrail } from "../../audit/trail.ts";
 import { allow, deny, type Decision } from "../decision.ts";
 import { carriedPluginToken, FUNDAMENT_COOKIE, identify, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
@@ -36,7 +36,6 @@ export interface PlatformApiDeps {
   readonly cookieOrigins: ReadonlySet<string>;
   /** `platform.services[].name`: the services Envoy may name in `context_extensions.service`. */
   readonly services: ReadonlySet<string>;
-  readonly audit: Pick<AuditSink, "pluginTokenReplay">;
 }
 
 /** The verified identity portcullis adds for services that want it; the client's own are always replaced or removed. */
@@ -64,17 +63,17 @@ export function platformApi(deps: PlatformApiDeps): Policy {
   return {
     name: "platform-api",
     bodyShape: "json",
-    async decide(request): Promise<Decision> {
+    async decide(request, trail): Promise<Decision> {
       const service = platformService(request, deps.services);
       if (!passed("platform-service", service !== undefined)) return deny("no-policy", "no platform service is configured for this route");
       const identity = await identify(request.headers, READ, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
-      if (identity.kind === "deny") return (await otherCarriers(request, service!, undefined, deps)) ?? identity;
+      if (identity.kind === "deny") return (await otherCarriers(request, service!, undefined, deps, trail)) ?? identity;
       const { claims } = identity;
       // aud=fundament-user: a PluginToken here is the cross-service replay of FUN-17 §3.
       trace("user-audience", claims.type === "user" ? "pass" : "fail");
-      if (claims.type === "plugin") return replayRefused(request, service!, identity.source, claims, deps.audit);
-      return (await otherCarriers(request, service!, identity, deps)) ?? userRequest(request, identity.token, identity.source, claims);
+      if (claims.type === "plugin") return replayRefused(request, service!, identity.source, claims, trail);
+      return (await otherCarriers(request, service!, identity, deps, trail)) ?? userRequest(request, identity.token, identity.source, claims);
     },
   };
 }
@@ -83,11 +82,17 @@ export function platformApi(deps: PlatformApiDeps): Policy {
  * A PluginToken in a carrier portcullis did not read is the same replay: the service behind may
  * read it (the module comment). Undefined when the other carriers hold none.
  */
-async function otherCarriers(request: HttpRequest, service: string, read: Identified | undefined, deps: PlatformApiDeps): Promise<Decision | undefined> {
+async function otherCarriers(
+  request: HttpRequest,
+  service: string,
+  read: Identified | undefined,
+  deps: PlatformApiDeps,
+  trail: AuditTrail,
+): Promise<Decision | undefined> {
   const carried = await carriedPluginToken(request.headers, deps.tokens, read);
   // Traced only when they matter: nearly every request carries one credential.
   if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", carried.tooMany ? "too many tokens" : `plugin token in ${carried.plugin!.source}`);
-  if (carried.plugin !== undefined) return replayRefused(request, service, carried.plugin.source, carried.plugin.claims, deps.audit);
+  if (carried.plugin !== undefined) return replayRefused(request, service, carried.plugin.source, carried.plugin.claims, trail);
   return carried.tooMany ? deny("invalid-token", "too many credentials") : undefined;
 }
 
@@ -112,10 +117,10 @@ function userRequest(request: HttpRequest, token: string, source: CredentialSour
   return allow(mutations(request.headers, set, remove));
 }
 
-/** The replay is refused, counted and logged. */
-function replayRefused(request: HttpRequest, service: string, credential: CredentialSource, claims: PluginClaims, audit: PlatformApiDeps["audit"]): Decision {
+/** The replay is refused, counted, and recorded for its audit line. */
+function replayRefused(request: HttpRequest, service: string, credential: CredentialSource, claims: PluginClaims, trail: AuditTrail): Decision {
   publishPluginTokenReplay(service, request.path.slice(0, MAX_METHOD_LABEL));
-  audit.pluginTokenReplay({
+  trail.replay = {
     audit: "plugin_token_replay",
     service,
     path: request.path,
@@ -130,6 +135,6 @@ function replayRefused(request: HttpRequest, service: string, credential: Creden
     definition_hash: claims.definitionHash,
     origin: request.headers["origin"] ?? "",
     request_id: request.requestId,
-  });
+  };
   return deny("wrong-audience", "the token is not accepted here");
 }
