@@ -10,7 +10,7 @@
  * in flight (lru-cache's keys() skips it).
  */
 import { LRUCache } from "lru-cache";
-import { DependencyUnavailable } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
 
 /** An answer and how long it may be served; the lookup's `ttlMs` when it does not say. */

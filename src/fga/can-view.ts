@@ -6,7 +6,8 @@
  */
 import { CredentialsMethod, OpenFgaClient } from "@openfga/sdk";
 import type { Logger } from "pino";
-import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
+import { withDeadline } from "../dependencies/deadline.ts";
 import type { ClusterViewCheck } from "../authz/ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
 import { isStoreGone, OpenFgaStore, type StoreRef } from "./store.ts";

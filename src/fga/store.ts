@@ -10,7 +10,8 @@
 import { FgaApiNotFoundError, FgaApiValidationError, type OpenFgaClient } from "@openfga/sdk";
 import { LRUCache } from "lru-cache";
 import type { Logger } from "pino";
-import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
+import { withDeadline } from "../dependencies/deadline.ts";
 
 export type StoreRef = { readonly id: string } | { readonly name: string };
 

@@ -22,7 +22,8 @@ import { discoveryEndpointFor, httpsUrl } from "./discovery-url.ts";
 import type { TokenVerification, VerifiedToken, WorkloadTokens } from "./ports.ts";
 import { ProviderBackoff } from "./provider-backoff.ts";
 import { OIDC_PROVIDER, type ProviderHttp } from "./provider-http.ts";
-import { DependencyUnavailable, errorSummary } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
+import { errorSummary } from "../redaction/error-cause.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
 
 export interface OidcProvidersOptions {

@@ -15,7 +15,7 @@ import type { Logger } from "pino";
 import type { CompiledProject, ProjectLookup } from "./ports.ts";
 import { type BindingProblem, compileRoleBindings } from "./role-bindings.ts";
 import type { ProviderTrust } from "./subjects.ts";
-import { DependencyUnavailable } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import type { Cluster } from "../kube/clusters.ts";
 import { type ContestedClaim, logContested, SoleClaims, watchKey } from "../kube/sole-claims.ts";
 import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube/watched-index.ts";

@@ -11,7 +11,7 @@
  */
 import { LRUCache } from "lru-cache";
 import { OIDC_PROVIDER } from "./provider-http.ts";
-import { DependencyUnavailable } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { publishProviderBackoff, publishProviderFetchRefused } from "../metrics/events.ts";
 
 export interface ProviderBackoffOptions {

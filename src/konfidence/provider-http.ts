@@ -7,7 +7,8 @@
 import { rootCertificates } from "node:tls";
 import type { FetchImplementation } from "jose";
 import { Agent, request } from "undici";
-import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
+import { withDeadline } from "../dependencies/deadline.ts";
 import type { SpanAttributes } from "../tracing/spans.ts";
 
 export const OIDC_PROVIDER = "oidc-provider";

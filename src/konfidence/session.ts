@@ -11,7 +11,7 @@ import { LRUCache } from "lru-cache";
 import { type OidcProviders, TokenRejected } from "./oidc.ts";
 import type { SessionTokens, SessionVerification } from "./ports.ts";
 import { OIDC_PROVIDER, type ProviderHttp } from "./provider-http.ts";
-import { DependencyUnavailable } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { publishCacheLookup } from "../metrics/events.ts";
 import { cookieCredentialAllowed, cookieToken, type CredentialLookup, headerToken } from "../tokens/credentials.ts";
 

@@ -11,7 +11,7 @@
 import { Health } from "#kubernetes-client";
 import { LRUCache } from "lru-cache";
 import { type Clusters, perCluster } from "./clusters.ts";
-import { withDeadline } from "../authz/errors.ts";
+import { withDeadline } from "../dependencies/deadline.ts";
 
 /** The dependency name in errors, logs and metrics. */
 const READYZ_DEPENDENCY = "kube-readyz";

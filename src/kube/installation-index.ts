@@ -13,7 +13,7 @@ import type { Cluster } from "./clusters.ts";
 import { FLEET_LIST_SLOTS } from "./list-slots.ts";
 import { type ContestedClaim, logContested, SoleClaims, watchKey } from "./sole-claims.ts";
 import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
-import { DependencyUnavailable } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import type { Installation, InstallationLookup } from "../authz/ports.ts";
 
 export type { WatchedIndexOptions } from "./watched-index.ts";

@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import type { Cluster } from "./clusters.ts";
 import { watchKey } from "./sole-claims.ts";
 import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
-import { DependencyUnavailable } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import {
   type Revocation,
   type RevocationList,

@@ -8,7 +8,8 @@
 import { AuthorizationV1Api, type RequestContext, type ResponseContext, Observable } from "#kubernetes-client";
 import type { Clusters } from "./clusters.ts";
 import type { RuleSet } from "./rules-intersection.ts";
-import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
+import { withDeadline } from "../dependencies/deadline.ts";
 
 /** The dependency name in errors and logs. */
 const RULES_REVIEW_DEPENDENCY = "kube-selfsubjectrulesreview";

@@ -8,7 +8,8 @@
  */
 import { CoreV1Api } from "#kubernetes-client";
 import { type Cluster, type Clusters, perCluster } from "./clusters.ts";
-import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
+import { withDeadline } from "../dependencies/deadline.ts";
 import type { MintedToken, ServiceAccountTokens } from "../authz/ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
 import { safeHeaderValue } from "../headers/mutations.ts";

@@ -10,7 +10,8 @@ import { AuthorizationV1Api, type V1SubjectAccessReview, type V1SubjectAccessRev
 import { ApiServerReadiness } from "./api-server-readiness.ts";
 import { type Cluster, type Clusters, perCluster } from "./clusters.ts";
 import { serviceAccountSubject, userServiceAccount } from "./service-accounts.ts";
-import { DependencyUnavailable, withDeadline } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
+import { withDeadline } from "../dependencies/deadline.ts";
 import type { SpanAttributes } from "../tracing/spans.ts";
 import type { AccessAttributes, UserAccessReview } from "../authz/ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";

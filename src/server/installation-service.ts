@@ -7,7 +7,7 @@
 import { resolve } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { DependencyUnavailable } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { isBeingDeleted } from "../authz/installation.ts";
 import type { InstallationLookup } from "../authz/ports.ts";
 import { pinnedSubject, type RevocationList } from "../authz/revocations.ts";

@@ -6,7 +6,7 @@
 import pino, { type DestinationStream, type Logger } from "pino";
 import { auditJsonLine } from "../audit/json-line.ts";
 import type { AuditSink } from "../audit/plugin-request.ts";
-import { errorCause, errorSummary, sanitizedMessage } from "../authz/errors.ts";
+import { errorCause, errorSummary, sanitizedMessage } from "../redaction/error-cause.ts";
 
 /** Defence in depth: we never log credentials, and these paths are censored if anything tries. */
 const REDACT = ["authorization", "cookie", "token", "*.authorization", "*.cookie", "*.token", "headers.*"];

@@ -14,7 +14,8 @@
 import { createSecretKey, hash, type KeyObject } from "node:crypto";
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { LRUCache } from "lru-cache";
-import { DependencyUnavailable, errorSummary } from "../authz/errors.ts";
+import { DependencyUnavailable } from "../dependencies/unavailable.ts";
+import { errorSummary } from "../redaction/error-cause.ts";
 import { publishCacheLookup, publishTokenVerified } from "../metrics/events.ts";
 import { isDefinitionHash, isDnsLabel, isUuid, isPluginVersion } from "./claim-formats.ts";
 

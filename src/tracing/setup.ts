@@ -9,7 +9,7 @@ import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { context, diag, DiagLogLevel, propagation, trace } from "@opentelemetry/api";
 import type { SpanProcessor } from "@opentelemetry/sdk-trace";
 import type { Logger } from "pino";
-import { errorSummary } from "../authz/errors.ts";
+import { errorSummary } from "../redaction/error-cause.ts";
 import type { Config } from "../config/schema.ts";
 import { type CacheLookup, cacheLookups, type CheckDecision, checkDecisions } from "../metrics/events.ts";
 import { BUILD } from "../metrics/prometheus.ts";

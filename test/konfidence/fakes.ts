@@ -4,7 +4,7 @@
  * unless told otherwise, so rows state identities by the claims they mint.
  */
 import { decodeJwt, SignJWT } from "jose";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import type { KonfidencePorts, ProjectLookup, SessionTokens, SessionVerification, TokenVerification, WorkloadTokens } from "../../src/konfidence/ports.ts";
 import { type ProjectObject, ProjectStore } from "../../src/konfidence/project-index.ts";
 import type { ProviderTrust } from "../../src/konfidence/subjects.ts";

@@ -5,7 +5,7 @@
  */
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { afterEach, describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import type { CacheLookup } from "../../src/metrics/events.ts";
 import { OidcProviders, type OidcProvidersOptions } from "../../src/konfidence/oidc.ts";
 import { ProviderHttp } from "../../src/konfidence/provider-http.ts";

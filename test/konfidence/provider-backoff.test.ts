@@ -6,7 +6,7 @@
  */
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { afterEach, describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import type { KonfidencePorts } from "../../src/konfidence/ports.ts";
 import { backoffDelayMs } from "../../src/konfidence/provider-backoff.ts";
 import { ProjectStore } from "../../src/konfidence/project-index.ts";

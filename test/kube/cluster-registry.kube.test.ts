@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { ClusterRegistry, type ClusterFleet } from "../../src/kube/cluster-registry.ts";
 import { type ClusterCredentials, Clusters } from "../../src/kube/clusters.ts";
 import type { InstallationIndex } from "../../src/kube/installation-index.ts";

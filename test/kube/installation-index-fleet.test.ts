@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { type Cluster, Clusters } from "../../src/kube/clusters.ts";
 import { InstallationIndex } from "../../src/kube/installation-index.ts";
 import { ids, PINNED_HASH } from "../support/tokens.ts";

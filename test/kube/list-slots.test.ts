@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { Clusters } from "../../src/kube/clusters.ts";
 import { InstallationIndex } from "../../src/kube/installation-index.ts";
 import { FLEET_LIST_SLOTS, ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../../src/kube/list-slots.ts";

@@ -1,6 +1,6 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { Clusters } from "../../src/kube/clusters.ts";
 import { SelfSubjectRulesReviews } from "../../src/kube/rules-review.ts";
 

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { Clusters } from "../../src/kube/clusters.ts";
 import { TokenRequests } from "../../src/kube/service-account-tokens.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";

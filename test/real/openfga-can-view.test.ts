@@ -6,7 +6,7 @@ import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { resolve } from "node:path";
 import { OpenFgaClient } from "@openfga/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { OpenFgaCanView } from "../../src/fga/can-view.ts";
 import type { DependencyCall } from "../../src/metrics/events.ts";
 import { startOpenFGA, type OpenFGA } from "../harness/index.ts";

@@ -8,7 +8,7 @@ import { OpenFgaClient } from "@openfga/sdk";
 import { transformer } from "@openfga/syntax-transformer";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { configSchema } from "../../src/config/schema.ts";
 import { OpenFgaCanView } from "../../src/fga/can-view.ts";
 import { idOfStoreNamed, OpenFgaStore } from "../../src/fga/store.ts";

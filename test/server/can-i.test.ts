@@ -1,7 +1,7 @@
 import { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { createAdminServer } from "../../src/server/admin.ts";
 import { type CanI, type CanIList, createCanI, decide, ruleRows } from "../../src/server/can-i.ts";
 import type { Installation } from "../../src/authz/ports.ts";

@@ -10,7 +10,8 @@ import { Writable } from "node:stream";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { OpenFgaClient } from "@openfga/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { errorCause, errorSummary, withDeadline } from "../../src/authz/errors.ts";
+import { errorCause, errorSummary } from "../../src/redaction/error-cause.ts";
+import { withDeadline } from "../../src/dependencies/deadline.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { freePort } from "../harness/ports.ts";
 

@@ -6,7 +6,7 @@
  */
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { errorSummary, sanitizedMessage } from "../../src/authz/errors.ts";
+import { errorSummary, sanitizedMessage } from "../../src/redaction/error-cause.ts";
 import { createLogging } from "../../src/server/logging.ts";
 
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEyMyJ9.c2lnbmF0dXJlLXRoYXQtaXMtc2VjcmV0";

@@ -8,7 +8,7 @@
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DependencyUnavailable } from "../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { configSchema } from "../../src/config/schema.ts";
 import type { TokenVerified } from "../../src/metrics/events.ts";
 import { type AsymmetricAlgorithm, type TokenMode, TokenVerifier } from "../../src/tokens/fundament.ts";

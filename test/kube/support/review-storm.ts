@@ -12,7 +12,8 @@
 import { AuthorizationV1Api, KubeConfig, Observable, type RequestContext, type ResponseContext } from "@kubernetes/client-node";
 import { Agent } from "undici";
 import { type Cluster, Clusters } from "../../../src/kube/clusters.ts";
-import { DependencyUnavailable, withDeadline } from "../../../src/authz/errors.ts";
+import { DependencyUnavailable } from "../../../src/dependencies/unavailable.ts";
+import { withDeadline } from "../../../src/dependencies/deadline.ts";
 
 const [kubeconfig, mode, durationArg] = process.argv.slice(2) as [string, "pool" | "h2-default", string];
 const counts = { fired: 0, answered: 0, unavailable: 0, other: 0 };

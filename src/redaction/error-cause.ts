@@ -1,57 +1,17 @@
 /**
- * Errors that decide a denial. A dependency that fails, times out or is not yet synced is a 503,
- * never an allow; anything else thrown while deciding is a bug, denied as 500.
+ * What of an error may be logged: a dependency's own words as each client library reports them
+ * (@openfga/sdk, client-node, Node's system errors), sanitized, and never the request, its headers or
+ * a credential.
  */
 
 import { STATUS_CODES } from "node:http";
 import { FgaApiError, FgaError } from "@openfga/sdk";
-import { type Deny, deny } from "./decision.ts";
-import { markHandled } from "./started.ts";
-import { publishDependencyCall } from "../metrics/events.ts";
-import { inDependencySpan, type SpanAttributes } from "../tracing/spans.ts";
-
-/** A remote dependency (OpenFGA, an API server, an index, an OIDC provider) could not answer in time. */
-export class DependencyUnavailable extends Error {
-  readonly code = "dependency-unavailable";
-  readonly dependency: string;
-  constructor(dependency: string, message: string, options?: { cause?: unknown }) {
-    super(`${dependency}: ${message}`, options);
-    this.dependency = dependency;
-  }
-}
 
 /**
- * Runs one call to a dependency with a deadline: past `ms` the call is aborted and the result is
- * DependencyUnavailable; any other failure becomes DependencyUnavailable too. With tracing on, the
- * call is a span named `dependency` carrying `attributes` (never a credential).
+ * An error whose message portcullis wrote to be logged as it is (it names a dependency and a rule,
+ * never a credential), such as DependencyUnavailable. Any other error is described by errorCause.
  */
-export function withDeadline<T>(dependency: string, ms: number, run: (signal: AbortSignal) => Promise<T>, attributes?: SpanAttributes): Promise<T> {
-  return inDependencySpan(dependency, attributes, () => callWithDeadline(dependency, ms, run));
-}
-
-async function callWithDeadline<T>(dependency: string, ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  const started = performance.now();
-  let ok = false;
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      controller.abort();
-      reject(new DependencyUnavailable(dependency, `no answer within ${ms} ms`));
-    }, ms);
-  });
-  try {
-    const value = await Promise.race([run(controller.signal), deadline]);
-    ok = true;
-    return value;
-  } catch (err) {
-    if (err instanceof DependencyUnavailable) throw err;
-    throw new DependencyUnavailable(dependency, errorSummary(err), { cause: err });
-  } finally {
-    clearTimeout(timer);
-    publishDependencyCall(dependency, (performance.now() - started) / 1000, ok);
-  }
-}
+export class LoggableError extends Error {}
 
 /**
  * A dependency error's cause, safe to log: the HTTP status it answered, its error code (an errno such
@@ -80,7 +40,7 @@ export function errorCause(err: unknown, depth = 0): ErrorCause {
   if (!(err instanceof Error)) return { type: err === null ? "null" : typeof err, message: errorSummary(err) };
   const fields = err as Error & Record<string, unknown>;
   const nested = depth < MAX_CAUSE_DEPTH && err.cause !== undefined ? { cause: errorCause(err.cause, depth + 1) } : {};
-  if (err instanceof DependencyUnavailable) return { type: err.name, message: err.message, ...nested };
+  if (err instanceof LoggableError) return { type: err.name, message: err.message, ...nested };
   if (err instanceof FgaApiError) {
     return withFields({ type: err.name }, { status: err.statusCode, code: fields["apiErrorCode"], message: err.apiErrorMessage });
   }
@@ -130,13 +90,13 @@ function renderCause(cause: ErrorCause): string {
 }
 
 /**
- * A description of an error that is safe to log, on one line: our own DependencyUnavailable messages
- * (written to name the dependency and the rule, never a credential), a foreign error's cause as
- * errorCause keeps it. A value that is not an Error (a string, a plain object) keeps its message,
+ * A description of an error that is safe to log, on one line: our own LoggableError messages (such
+ * as DependencyUnavailable's, written to name the dependency and the rule, never a credential), a
+ * foreign error's cause as errorCause keeps it. A value that is not an Error (a string, a plain object) keeps its message,
  * sanitized: it is often all there is.
  */
 export function errorSummary(err: unknown): string {
-  if (err instanceof DependencyUnavailable) return err.message;
+  if (err instanceof LoggableError) return err.message;
   if (err instanceof Error) return renderCause(errorCause(err));
   if (typeof err === "string") return sanitizedMessage(err) || "unknown error";
   if (typeof err === "object" && err !== null) {
@@ -169,35 +129,4 @@ export function sanitizedMessage(text: string): string {
     .join(" ")
     .trim();
   return oneLine.length > MAX_MESSAGE ? `${oneLine.slice(0, MAX_MESSAGE)}…` : oneLine;
-}
-
-/** The denial for an error thrown while deciding: the one place that decides which errors are which denials. */
-export function denialFor(err: unknown): Deny {
-  if (err instanceof DependencyUnavailable) return deny("dependency-unavailable", `${err.dependency} is unavailable`);
-  return deny("internal-error", "internal error");
-}
-
-/** A check's deadline: `passed` rejects with DependencyUnavailable when the check's time is up. */
-export interface Deadline {
-  readonly passed: Promise<never>;
-  /** The check answered: the timer is cleared (it would otherwise keep the check's objects alive until it fires). */
-  clear(): void;
-}
-
-export function deadlineIn(ms: number): Deadline {
-  let timer: NodeJS.Timeout | undefined;
-  const passed = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DependencyUnavailable("check", "no decision before the deadline")), ms).unref();
-  });
-  // Nothing may be racing it when it fires (the check already answered).
-  return { passed: markHandled(passed), clear: () => clearTimeout(timer) };
-}
-
-/**
- * Settles with `work`, or rejects with DependencyUnavailable when `deadline` passes first. The check
- * and a policy that must report its own outcome (the audit line) race the same deadline, so both see
- * the same answer.
- */
-export function beforeDeadline<T>(work: Promise<T>, deadline: Deadline): Promise<T> {
-  return Promise.race([work, deadline.passed]);
 }
