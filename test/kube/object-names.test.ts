@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { oversizedField } from "../../src/kube/object-names.ts";
 import { requestInfoFor } from "../../src/kube/request-info.ts";
+import { describeRequestInfoTable, group, podsList } from "./support/request-info-table.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, type TestServer } from "../support/server.ts";
 import { ids, pluginToken } from "../support/tokens.ts";
@@ -93,3 +94,16 @@ describe("kube-api-proxy refuses an oversized name at gate 4, without a SubjectA
     expect(world.sarRequests).toMatchObject([{ namespace: x(63), name: x(253) }]);
   });
 });
+
+// path.IsValidPathSegmentName: the name a fieldSelector gives a list is taken only when it could be a
+// path segment (rows moved from request-info.test.ts).
+describeRequestInfoTable("requestInfoFor: table (path segment names)", [
+  ...group("fieldSelector", [
+    // a value that cannot be a path segment is not taken as the name
+    podsList("fieldSelector=metadata.name%3D..", "list", ""),
+    podsList("fieldSelector=metadata.name%3D.", "list", ""),
+    podsList("fieldSelector=metadata.name%3Da%2Fb", "list", ""),
+    podsList("fieldSelector=metadata.name%3Da%25b", "list", ""),
+    podsList("fieldSelector=metadata.name%3D...", "list", "..."),
+  ]),
+]);

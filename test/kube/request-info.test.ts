@@ -1,117 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  authorizationVerbsFor,
-  requestInfoFor,
-  type KubeHttpRequest,
-  type RequestInfo,
-} from "../../src/kube/request-info.ts";
-
-// ---------------------------------------------------------------------------
-// Helpers
-// ---------------------------------------------------------------------------
-
-interface Input {
-  method: string;
-  /** Path plus optional "?query"; the path part is passed through literally. */
-  url: string;
-}
-
-interface Row {
-  name: string;
-  input: Input;
-  expected: RequestInfo;
-}
-
-/** Split at the first "?" only: the path is never normalised by the test either. */
-function toRequest(input: Input): KubeHttpRequest {
-  const q = input.url.indexOf("?");
-  const path = q < 0 ? input.url : input.url.slice(0, q);
-  const query = new URLSearchParams(q < 0 ? "" : input.url.slice(q + 1));
-  return { method: input.method, path, query };
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf("?");
-  return q < 0 ? url : url.slice(0, q);
-}
-
-/** A resource request row, in the column order of kube's own table. */
-function r(
-  method: string,
-  url: string,
-  verb: string,
-  apiPrefix: string,
-  apiGroup: string,
-  apiVersion: string,
-  namespace: string,
-  resource: string,
-  subresource: string,
-  name: string,
-  parts: string[],
-): Row {
-  return {
-    name: `${method} ${url}`,
-    input: { method, url },
-    expected: {
-      isResourceRequest: true,
-      verb,
-      apiPrefix,
-      apiGroup,
-      apiVersion,
-      namespace,
-      resource,
-      subresource,
-      name,
-      parts,
-      path: pathOf(url),
-    },
-  };
-}
-
-/** A non-resource request row: the verb is the lower-cased method. */
-function n(method: string, url: string, verb = method.toLowerCase()): Row {
-  return { name: `${method} ${url}`, input: { method, url }, expected: { isResourceRequest: false, verb, path: pathOf(url) } };
-}
-
-/** kube's error case: the path verb has nothing after it. */
-function parseError(method: string, url: string, apiPrefix: string, apiGroup: string, apiVersion: string): Row {
-  const path = pathOf(url);
-  return {
-    name: `${method} ${url}`,
-    input: { method, url },
-    expected: {
-      isResourceRequest: true,
-      verb: method.toLowerCase(),
-      apiPrefix,
-      apiGroup,
-      apiVersion,
-      namespace: "",
-      resource: "",
-      subresource: "",
-      name: "",
-      parts: [],
-      path,
-      parseError: `unable to determine kind and namespace from url, ${path}`,
-    },
-  };
-}
-
-function group(label: string, rows: Row[]): Row[] {
-  return rows.map((row) => ({ ...row, name: `${label} | ${row.name}` }));
-}
-
-/** A list request on /api/v1/pods whose only interesting output is verb and name. */
-function podsList(query: string, verb: string, name: string): Row {
-  return r("GET", `/api/v1/pods?${query}`, verb, "api", "", "v1", "", "pods", "", name, ["pods"]);
-}
-
-/** Probe a labelSelector: a valid one lets the fieldSelector name through, an invalid one fails the whole decode. */
-function labelProbe(labelSelector: string, valid: boolean): Row {
-  const query = new URLSearchParams({ fieldSelector: "metadata.name=probe", labelSelector }).toString();
-  const row = podsList(query, "list", valid ? "probe" : "");
-  return { ...row, name: `labelSelector ${JSON.stringify(labelSelector)} is ${valid ? "valid" : "invalid"}` };
-}
+import { authorizationVerbsFor, type KubeHttpRequest, requestInfoFor } from "../../src/kube/request-info.ts";
+import { describeRequestInfoTable, group, type Input, n, parseError, r, type Row, toRequest } from "./support/request-info-table.ts";
 
 // 1000 path segments: api, v1, then s0..s997.
 const longSegments = Array.from({ length: 998 }, (_, i) => `s${i}`);
@@ -346,153 +236,15 @@ const rows: Row[] = [
     r("", "/api/v1/pods", "", "api", "", "v1", "", "pods", "", "", ["pods"]),
   ]),
 
-  // GET/HEAD without a name: list, or watch from the watch parameter (runtime.Convert_Slice_string_To_bool:
-  // only "0" and EqualFold "false" are false; everything else, the empty value included, is true)
-  ...group("list vs watch", [
-    podsList("watch=true", "watch", ""),
-    podsList("watch=1", "watch", ""),
-    podsList("watch=false", "list", ""),
-    podsList("watch=0", "list", ""),
-    podsList("watch=yes", "watch", ""),
-    podsList("watch=no", "watch", ""),
-    podsList("watch=TRUE", "watch", ""),
-    podsList("watch=FALSE", "list", ""),
-    podsList("watch=False", "list", ""),
-    podsList("watch=", "watch", ""),
-    podsList("watch", "watch", ""),
-    podsList("watch=%200", "watch", ""),
-    podsList("watch=00", "watch", ""),
-    podsList("watch=false%20", "watch", ""),
-    // Go EqualFold folds U+017F LATIN SMALL LETTER LONG S onto "s"
-    podsList("watch=fal%C5%BFe", "list", ""),
-    // Only the first value counts
-    podsList("watch=false&watch=true", "list", ""),
-    podsList("watch=true&watch=false", "watch", ""),
-    podsList("Watch=true", "list", ""),
-    // When the ListOptions decode fails, kube falls back to strings.ToLower(watch) in {false, 0}
-    podsList("watch=true&limit=abc", "watch", ""),
-    podsList("watch=FALSE&limit=abc", "list", ""),
-    podsList("watch=fal%C5%BFe&limit=abc", "watch", ""),
-    podsList("limit=abc", "list", ""),
-    r("HEAD", "/api/v1/pods?watch=true", "watch", "api", "", "v1", "", "pods", "", "", ["pods"]),
-    r("GET", "/apis/apps/v1/namespaces/ns/deployments?watch=1", "watch", "apis", "apps", "v1", "ns", "deployments", "", "", ["deployments"]),
-    // A named get ignores the watch parameter
-    r("GET", "/api/v1/namespaces/ns/pods/foo?watch=true", "get", "api", "", "v1", "ns", "pods", "", "foo", ["pods", "foo"]),
-    // watch on a non-GET method changes nothing
-    r("DELETE", "/api/v1/namespaces/ns/pods?watch=true", "deletecollection", "api", "", "v1", "ns", "pods", "", "", ["pods"]),
-    r("POST", "/api/v1/namespaces/ns/pods?watch=true", "create", "api", "", "v1", "ns", "pods", "", "", ["pods"]),
-  ]),
-
-  // fieldSelector=metadata.name=X names a list/watch (fields.ParseSelector + RequiresExactMatch + IsValidPathSegmentName)
+  // fieldSelector=metadata.name=X names a list/watch (fields.ParseSelector + RequiresExactMatch + IsValidPathSegmentName):
+  // the selectors' own rows are in field-selectors.test.ts, list-options.test.ts and object-names.test.ts
   ...group("fieldSelector", [
-    podsList("fieldSelector=metadata.name%3Dfoo", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3D%3Dfoo", "list", "foo"),
-    podsList("fieldSelector=metadata.name!%3Dfoo", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo,status.phase%3DRunning", "list", "foo"),
-    podsList("fieldSelector=status.phase%3DRunning,metadata.name%3Dfoo", "list", "foo"),
-    podsList("fieldSelector=metadata.name!%3Dbar,metadata.name%3Dfoo", "list", "foo"),
-    // terms are sorted before the first metadata.name match wins
-    podsList("fieldSelector=metadata.name%3Dfoo,metadata.name%3Dbar", "list", "bar"),
-    podsList("fieldSelector=metadata.name%3D%3Dfoo,metadata.name%3Dbar", "list", "foo"),
-    podsList("fieldSelector=metadata.namespace%3Dns", "list", ""),
-    podsList("fieldSelector=metadata.name%3D", "list", ""),
-    podsList("fieldSelector=", "list", ""),
-    podsList("fieldSelector=,,metadata.name%3Dfoo,,", "list", "foo"),
-    podsList("fieldSelector=%20metadata.name%3Dfoo", "list", ""),
-    podsList("fieldSelector=metadata.name%3D%20foo", "list", " foo"),
-    podsList("fieldSelector=Metadata.Name%3Dfoo", "list", ""),
-    // escapes: only \\ \, \= are valid; a bare = in the value is an error
-    podsList("fieldSelector=metadata.name%3Da%5C%3Db", "list", "a=b"),
-    podsList("fieldSelector=metadata.name%3Da%5C,b", "list", "a,b"),
-    podsList("fieldSelector=metadata.name%3Da%5C%5Cb", "list", "a\\b"),
-    podsList("fieldSelector=metadata.name%3Da%5Cxb", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dab%5C", "list", ""),
-    podsList("fieldSelector=metadata.name%3Da%3Db", "list", ""),
-    podsList("fieldSelector=metadata.name%3D%3D%3Dfoo", "list", ""),
-    // unparseable: a term without an operator fails the whole decode
-    podsList("fieldSelector=metadata.name", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo,bogus", "list", ""),
-    podsList("fieldSelector=!!!", "list", ""),
-    // a value that cannot be a path segment is not taken as the name
-    podsList("fieldSelector=metadata.name%3D..", "list", ""),
-    podsList("fieldSelector=metadata.name%3D.", "list", ""),
-    podsList("fieldSelector=metadata.name%3Da%2Fb", "list", ""),
-    podsList("fieldSelector=metadata.name%3Da%25b", "list", ""),
-    podsList("fieldSelector=metadata.name%3D...", "list", "..."),
-    // watch keeps the name
-    podsList("watch=true&fieldSelector=metadata.name%3Dfoo", "watch", "foo"),
-    podsList("watch=1&fieldSelector=metadata.name%3D%3Dfoo", "watch", "foo"),
-    // only the first fieldSelector counts
-    podsList("fieldSelector=bogus&fieldSelector=metadata.name%3Dfoo", "list", ""),
-    // another parameter that fails to decode drops the name
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=abc", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=9223372036854775808", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=9223372036854775807", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=-9223372036854775808", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=-9223372036854775809", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=%2B500", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=1_000", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo&limit=0x10", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo&timeoutSeconds=abc", "list", ""),
-    podsList("fieldSelector=metadata.name%3Dfoo&timeoutSeconds=30", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3Dfoo&resourceVersion=anything&resourceVersionMatch=x&continue=y", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3Dfoo&sendInitialEvents=maybe&allowWatchBookmarks=perhaps", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3Dfoo&unknownParam=%25%25", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3Dfoo&labelSelector=app%3Dweb", "list", "foo"),
-    podsList("fieldSelector=metadata.name%3Dfoo&labelSelector=app%3D%3D%3D", "list", ""),
     // the name goes with the list, not with deletecollection, a named get or a path verb
     r("DELETE", "/api/v1/namespaces/ns/pods?fieldSelector=metadata.name%3Dfoo", "deletecollection", "api", "", "v1", "ns", "pods", "", "", ["pods"]),
     r("GET", "/api/v1/namespaces/ns/pods/bar?fieldSelector=metadata.name%3Dfoo", "get", "api", "", "v1", "ns", "pods", "", "bar", ["pods", "bar"]),
     r("GET", "/api/v1/watch/namespaces/ns/pods?fieldSelector=metadata.name%3Dfoo", "watch", "api", "", "v1", "ns", "pods", "", "", ["pods"]),
     // a namespaces list named by fieldSelector sets the name, not the namespace
     r("GET", "/api/v1/namespaces?fieldSelector=metadata.name%3Dkube-system", "list", "api", "", "v1", "", "namespaces", "", "kube-system", ["namespaces"]),
-  ]),
-
-  // labelSelector only matters through the decode: labels.Parse failing drops the fieldSelector name
-  ...group("labelSelector validity", [
-    labelProbe("", true),
-    labelProbe("app", true),
-    labelProbe("!app", true),
-    labelProbe("app=web", true),
-    labelProbe("app==web", true),
-    labelProbe("app!=web", true),
-    labelProbe("app=", true),
-    labelProbe("app in (a,b)", true),
-    labelProbe("app notin ()", true),
-    labelProbe("x in (foo,,baz),y,z notin ()", true),
-    labelProbe("in in (in)", true),
-    labelProbe("example.com/app=web", true),
-    labelProbe(" app = web , tier ", true),
-    labelProbe("replicas>5", true),
-    labelProbe("replicas<05", true),
-    labelProbe("replicas>-5", false),
-    labelProbe("replicas>x", false),
-    labelProbe("replicas>", false),
-    labelProbe("replicas>99999999999999999999", false),
-    labelProbe("app=web,", false),
-    labelProbe(",app", false),
-    labelProbe("a,,b", false),
-    labelProbe("=web", false),
-    labelProbe("app=web=x", false),
-    labelProbe("!app=web", false),
-    labelProbe("app web", false),
-    labelProbe("app in a", false),
-    labelProbe("app in (a b)", false),
-    labelProbe("app in (a", false),
-    labelProbe("-app=web", false),
-    labelProbe("app=-web", false),
-    labelProbe("Example.com/app=web", false),
-    labelProbe("/app", false),
-    labelProbe("a/b/c", false),
-    labelProbe(`${"k".repeat(63)}=v`, true),
-    labelProbe(`${"k".repeat(64)}=v`, false),
-    labelProbe(`k=${"v".repeat(64)}`, false),
-    labelProbe("app=wéb", false),
-    // the lexer reads NUL as end of input: at the start of a token it ends the stream...
-    labelProbe("app=web \u0000!!!", true),
-    // ...inside a token it only ends that token
-    labelProbe("app=web\u0000!!!", false),
   ]),
 
   // namespaces/{name} special cases
@@ -635,19 +387,7 @@ const rows: Row[] = [
   ]),
 ];
 
-describe("requestInfoFor: table", () => {
-  it("has unique row names", () => {
-    const names = rows.map((row) => row.name);
-    expect(new Set(names).size, names.filter((x, i) => names.indexOf(x) !== i).join("\n")).toBe(names.length);
-  });
-
-  for (const { name, input, expected } of rows) {
-    it(name.length > 300 ? `${name.slice(0, 300)}…` : name, () => {
-      const actual = requestInfoFor(toRequest(input));
-      expect(actual, `${input.method} ${input.url.length > 300 ? `${input.url.slice(0, 300)}…` : input.url}`).toEqual(expected);
-    });
-  }
-});
+describeRequestInfoTable("requestInfoFor: table", rows);
 
 // ---------------------------------------------------------------------------
 // authorizationVerbsFor (Kubernetes >= 1.35, AuthorizePodWebsocketUpgradeCreatePermission)
