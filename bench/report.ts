@@ -226,8 +226,7 @@ export function renderResults(r: Results): string {
     );
   }
 
-  w(...changes(), "");
-  w(...method(), "");
+  w("## Method and changes", "", "How the comparison is made fair, the tail's GC experiment and what was changed for speed and memory: [FINDINGS.md](FINDINGS.md).", "");
   w("## Commands", "", "```sh", "npm run bench            # this report (ghz and OPA-Envoy are built into ~/.cache/portcullis/bin if missing)", "npm run bench -- --quick # a shorter run", "npm run bench -- --only noop,plugin-token,opa   # a subset (the no-op still runs between scenarios)", ...r.commands, "```", "");
   return out.join("\n");
 }
@@ -902,15 +901,7 @@ function findings(r: Results, compared: ReturnType<typeof comparedWithPrevious>)
       "  machine as much as of portcullis: judge a change to the code by runs made side by side on one machine.",
     );
   }
-  out.push(
-    "- **The tail.** Most of scenario 3's p99 above the no-op's at half its saturation rate was full GCs, not the checks: under",
-    "  load grpc-js and the checks in flight promote ~50 MB/s to V8's old generation (the no-op promotes about as much per check), and",
-    "  with `--heap-growing-percent=50` (shipped until 2026-12-01) V8 marked and compacted 11–13 times in 10 s, each pause a",
-    "  p99 sample. The plugin-token server under ghz at 5,835/s offered, 8 in flight, `--trace-gc`, two runs each (not part of",
-    "  this run): p99 13.7–18.4 ms with 50, 7.2–8.4 with 100 (now shipped), 7.4–7.7 with 200, 6.3–7.8 with no fixed factor,",
-    "  at the same RSS after the memory scenario's fill (332 vs 322 MB). The GC a check still causes is scavenges of the young",
-    "  generation: ~18 µs per check at saturation, against ~14 for the no-op.",
-  );
+  out.push("- **The tail**: mostly full GCs, not the checks ([FINDINGS.md](FINDINGS.md#the-tail)).");
   if (r.memory !== undefined) {
     const m = r.memory;
     const shipped = idleAsShipped(m);
@@ -957,78 +948,6 @@ function findings(r: Results, compared: ReturnType<typeof comparedWithPrevious>)
     }
   }
   return out;
-}
-
-function changes(): string[] {
-  return [
-    "## What was changed for speed and memory",
-    "",
-    "Guided by `node --cpu-prof` on the load test and on bench/hot-path.ts. Decisions are unchanged (the integration,",
-    "tokens, kube, hardening and coalescing suites pass as before).",
-    "",
-    "| change | why |",
-    "| --- | --- |",
-    "| src/authz/check.ts: the check deadline is an AbortController whose timer is cleared when the check answers, instead of `AbortSignal.timeout()` | each `AbortSignal.timeout()` timer outlived its check and, 800 ms later, fired and built a `DOMException` (with a stack trace) for every check ever made: ~4% of the server's CPU in the profile, plus timer and FinalizationRegistry churn. The largest single gain: ~130 → ~95 µs CPU per warm PluginToken check end to end during development |",
-    "| src/tokens/fundament.ts: the verified-token cache is keyed by the SHA-256 of the token | the token text (~600 characters) was most of a cached user's memory; hashing it costs what hashing the long key in the Map did, so it is CPU-neutral and ~600 bytes lighter per entry |",
-    "| src/fga/can-view.ts, src/kube/user-access-review.ts, src/kube/service-account-tokens.ts: a fresh entry is answered by `get()`, `fetch()` only otherwise | lru-cache's `fetch()` builds a 14-field options object and an async frame per call, three times per check; same answers, same coalescing, same metric labels |",
-    "| src/metrics/prometheus.ts: decision and cache-lookup counts go into plain Maps and reach prom-client at scrape time | prom-client hashes and validates the label set on every `inc()`, five times per check |",
-    "| src/server/workers.ts, src/cli/serve.ts: `workers: N` runs N processes (node:cluster) sharing the ports | see below |",
-    "| src/authz/check.ts, errors.ts: the deadline is a promise its timer rejects, raced with `Promise.race`, instead of an AbortController | the controller's EventTarget listener was added and removed twice per PluginToken check; with the lighter started gates (src/authz/started.ts) and credential lookup (src/authz/fundament-identity.ts): bench/hot-path.ts 31.9 → 30.4 µs, 31.9 → 26.9 KB allocated per check (5 alternating runs against the commit before, 2026-12-01) |",
-    "| src/cli/node-flags.ts: `--heap-growing-percent=100` (was 50) | see \"The tail\" under Findings |",
-    "| src/kube/kubernetes-client.ts: `#kubernetes-client`, the parts of @kubernetes/client-node portcullis uses bundled into one module by esbuild at install (client-node's code, its dependencies left as packages) | imported as a package, client-node loads all of its 1,033 modules (25 MB of JavaScript) whatever is used: before any data 152.6 → 125.1 MiB RSS (bench/module-memory.ts, 2026-12-01 22:00, warm compile cache), client-node's step +48.9 → +10.7 MiB |",
-    "| src/tracing/setup.ts: the OpenTelemetry SDK (sdk-trace, the OTLP exporter, resources, core, the context manager) loaded only when `tracing.enabled` | a replica without tracing (the default) never uses it: before any data 125.1 → 121.0 MiB RSS (this run's module table against the 22:00 one) |",
-    "| src/envoy/protos.ts `checkService`: the server's Check method decodes each CheckRequest into protobufjs's message and encodes the CheckResponse as built (enums as numbers), without @grpc/proto-loader's copy of each into a plain object and back; gRPC health loads its own small package | the copies were ~2 KB of allocation per check (25.7 vs 27.6 KB, V8 sampling heap profile of bench/hot-path.ts); hot-path plugin-token 46.6 → 42.5 µs per check (medians of 5 interleaved runs, 2026-12-02 05:30); scenario 3 at saturation 243 → 191 µs per check between the full runs of 2026-12-02 01:31 and 06:02 (the no-op 86 and 84); the server no longer builds proto-loader's ext_authz definition and its file descriptors (−3.4 MiB RSS in a `node -e` process). test/envoy/check-service.test.ts holds both directions to proto-loader's reading |",
-    "| src/cli/node-flags.ts: `MALLOC_MMAP_THRESHOLD_=262144`, glibc's mmap threshold fixed at 256 KiB | glibc raised its threshold to each large block freed (list pages, response bodies), then served such blocks from its main heap, whose freed pages stay resident: an idle replica (shipped caches, 10,000 installations) held 45–49 MiB of `[heap]` with 16 MB of it in use (gdb, `malloc_stats`). Idle after a full GC 186–191 → 156–162 MiB (three processes each); bench/memory.ts A/B/B/A in one run, after the fill and GC 309/319 → 290/303 MiB, fill CPU unchanged (2026-12-02). test/deploy/malloc-threshold.test.ts shows glibc reads the setting |",
-    "| src/server/idle-gc.ts, `--expose-gc` in src/cli/node-flags.ts: once no Check has arrived for 30 s (`idleGc.quietMs`) and the V8 heap has grown by 8 MiB since the last time, one memory-reducing GC (V8's last-resort collection) | V8 keeps the pages its heap grew into, and its memory reducer, which arms only after a full GC that shrank the heap, did not run after the fill: RSS 299 → 328 MiB over the two idle minutes after it, no GC forced. In the same process after the fill: a regular full GC left 178 MB committed for 105 MB live (RSS 286 MiB); the memory-reducing one 107 MB committed, RSS 199 MiB, in a 583 ms pause on core 1 (2026-12-03, bench/memory.ts with the inspector). An idle replica: 159 → 137 MiB in 150 ms. test/hardening/idle-gc.test.ts: it runs when quiet, not while Checks arrive, compacts (a regular GC there left 97 MiB committed for 48 used; this one 45 for 42), and once per growth |",
-    "| src/cli/node-flags.ts: `LD_PRELOAD=libjemalloc.so.2`, `MALLOC_CONF=background_thread:true`: jemalloc (Debian's libjemalloc2, installed in the image) as Node's allocator; glibc's two settings stay for a machine without it | glibc gives a free page in the middle of its heap back only on `malloc_trim()`, which nothing in Node calls: after the fill ~30 MiB of what the checks allocated outside V8 stayed resident as holes (gdb `malloc_stats`: `[heap]` 39.5 MiB with 17.6 MB in use). jemalloc purges unused pages within ~10 s, from its background thread while idle (without it, no purge while idle: 213.7 MiB 60 s after the fill). bench/memory.ts, one process each, in one batch (2026-12-03): quiet idle 139.3 → 126.6 MiB, 60 s after the fill 206.3 → 185.8 MiB, fill CPU 117.7 → 118.8 s. test/deploy/jemalloc.test.ts shows it loaded, its setting taken, its thread running, and freed blocks' pages given back where glibc keeps them |",
-    "",
-    "`bench/hot-path.ts` (portcullis's own work per PluginToken check, no gRPC) went from ~36 to ~28 µs on the commit before",
-    "these changes versus after, measured back to back on the busy machine (~29 → ~24 µs when it was quieter).",
-    "",
-    "**Workers.** With `workers: N` (N > 1) the process started is the primary: it forks N workers with node:cluster;",
-    "each runs the whole server exactly as a single process does and they share the gRPC, admin and internal ports",
-    "(the primary accepts connections and hands them round-robin to workers). **Each worker has its own caches** (tokens,",
-    "can_view, SubjectAccessReviews, TokenRequests — warmed separately), **its own PluginInstallation and Project",
-    "watches** on every API server (N× the watch connections), its own health and its own metrics (a scrape reports",
-    "the worker that answered). SIGTERM/SIGINT to the primary is passed to every worker, which drains as one process",
-    "does; the primary exits 0 once all have. A worker that dies after it was listening is replaced after 1 s; one",
-    "that fails to start stops the whole server with exit 1. The benchmark runs `workers: 1` on one core, as the",
-    "comparison requires; more workers only help on more cores than this machine leaves the server.",
-  ];
-}
-
-function method(): string[] {
-  return [
-    "## How the comparison is made fair",
-    "",
-    "- **Same CPU.** Every server under test runs alone on core 1 (`taskset -c 1`): the no-op and portcullis as single",
-    "  Node processes (`workers: 1`), OPA-Envoy with `GOMAXPROCS=1`. ghz runs on core 0 (`taskset -c 0`, `--cpus 1`).",
-    "  The machine has 2 cores, so the load generator never competes with the server.",
-    "- **Same requests.** Scenario 3 and OPA-Envoy receive the same ghz data file: 1,000 CheckRequests as Envoy builds them",
-    "  (10 request headers, addresses, the `policy` context extension), each with its own PluginToken — 1,000 users",
-    "  over 250 installations — sent round-robin, so no result rests on one repeated token.",
-    "- **Same local work, remote gates excluded on both sides.** OPA's policy (bench/opa/policy.rego) does what scenario",
-    "  3 does locally: `io.jwt.decode_verify` (HS256 signature, issuer, audience, expiry), the cluster binding, the",
-    "  impersonation check, and the header swap with a constant ServiceAccount token. portcullis runs its real policy",
-    "  over in-memory ports whose gates answer from warm lru-cache `fetch()` hits keyed exactly as the real ports key",
-    "  them (bench/warm-ports.ts) — so portcullis also pays its cache lookups, its RequestInfo parse, the",
-    "  SubjectAccessReview key and its mandatory audit line (written to stdout, here /dev/null); OPA's decision log is",
-    "  off. portcullis verifies each token once and caches it until `exp` (as it does in production); OPA verifies",
-    "  every request.",
-    "- **Same load, compared side by side.** The capacity ratios come from CPU per check with every server at the same",
-    "  offered rate, and each scenario's processes are compared with the no-op processes run just before and after them,",
-    "  so a slow spell of the machine touches both sides; what else ran on each core is recorded per run, and so is how",
-    "  often each server's main thread slept, because a fixed rate charges every server for waking up (Findings).",
-    "- **Same Node flags as shipped.** portcullis runs with src/cli/node-flags.ts's flags, as `npm start`, the Dockerfile",
-    "  and the Deployment do; scenario 3b alone runs Node's defaults, to show what the flags change.",
-    "- **The ceiling.** The no-op server (bench/noop-server.ts) is the plain grpc-js ext_authz server: the same vendored",
-    "  protos through @grpc/proto-loader, answering OK. It pays the same gRPC and HTTP/2 costs and the same protobuf",
-    "  decoding, plus proto-loader's copy of each CheckRequest into a plain object, which portcullis's server skips",
-    "  (src/envoy/protos.ts checkService: the same wire format, held to proto-loader's reading in",
-    "  test/envoy/check-service.test.ts).",
-    "- OPA-Envoy is built from the Go module proxy at the pinned tag in bench/install-tools.sh (the newest tag whose",
-    "  checksum the Go checksum database here verifies).",
-  ];
 }
 
 export type { HotResult, LoadResult };
