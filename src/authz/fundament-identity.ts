@@ -36,7 +36,7 @@ export interface Identified {
  * Bearer and WebSocket subprotocol are explicit credentials and may not both be present; a cookie is
  * only read when neither is (a browser sends it along with everything).
  */
-export async function identify(
+export async function identifyFundamentCaller(
   headers: Readonly<Record<string, string>>,
   accepted: AcceptedCredentials,
   verifier: TokenVerifier,
@@ -82,7 +82,7 @@ export interface CarriedPluginTokens {
 /**
  * Whether the request carries a PluginToken in any carrier (credentials.ts carriedTokens: every
  * Authorization token, every fundament_auth cookie whatever the Origin, every WebSocket bearer
- * subprotocol) other than `read`, the credential identify() verified. identify() reads one
+ * subprotocol) other than `read`, the credential identifyFundamentCaller() verified. It reads one
  * credential, the one the route accepts; the services behind and a probing plugin are not bound
  * by that choice, so a PluginToken anywhere else must be found too. Throws as verify() does.
  */

@@ -12,7 +12,7 @@
  */
 import { type Deny, deny } from "./decision.ts";
 import type { Installation } from "./ports.ts";
-import { passed } from "./trace.ts";
+import { traceVerdict } from "./trace.ts";
 import { watchKey } from "../kube/sole-claims.ts";
 import { publishRevoked } from "../metrics/events.ts";
 import { isDnsLabel, isPinnedHash, isPluginVersion, isUuid } from "../tokens/claim-formats.ts";
@@ -187,7 +187,7 @@ export function pinnedSubject(installation: Installation, userId?: string): Revo
  */
 export function revokedDenial(list: RevocationList, subject: RevocationSubject, policy: string, gate: "revocation" | "revocation-pinned"): Deny | undefined {
   const entry = list.revoked(subject);
-  if (passed(gate, entry === undefined)) return undefined;
+  if (traceVerdict(gate, entry === undefined)) return undefined;
   publishRevoked(policy, entry!.target.scope);
   return deny("revoked", "access through this plugin has been revoked");
 }

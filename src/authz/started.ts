@@ -1,10 +1,10 @@
 /**
- * Remote gates run concurrently but are reported in the seed's order: each is started at once and
- * awaited later, in order, where its error (if any) is rethrown. A gate that is never awaited (an
- * earlier one denied) must not surface as an unhandled rejection, so its promise is marked handled
- * when the work starts.
+ * Remote gates run concurrently but are reported in the seed's order: each is prefetched (started
+ * at once) and awaited later, in order, where its error (if any) is rethrown. A gate that is never
+ * awaited (an earlier one denied) must not surface as an unhandled rejection, so its promise is
+ * marked handled when the work starts.
  */
-export function start<T>(work: () => Promise<T>): Promise<T> {
+export function prefetch<T>(work: () => Promise<T>): Promise<T> {
   let started: Promise<T>;
   try {
     started = Promise.resolve(work());

@@ -19,8 +19,8 @@ export function trace(gate: string, outcome: string): void {
   if (recording !== 0) recorder.getStore()?.push({ gate, outcome });
 }
 
-/** Records a yes/no gate and returns its verdict, so the gate's `if` stays one line. */
-export function passed(gate: string, ok: boolean): boolean {
+/** Records a yes/no gate's verdict (`pass` or `fail`) and returns it, so the gate's `if` stays one line. */
+export function traceVerdict(gate: string, ok: boolean): boolean {
   if (recording !== 0) recorder.getStore()?.push({ gate, outcome: ok ? "pass" : "fail" });
   return ok;
 }

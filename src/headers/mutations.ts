@@ -35,6 +35,17 @@ export function bearerCredential(token: SafeHeaderValue): SafeHeaderValue {
 }
 
 const NONE_CHECKED: Readonly<Record<string, SafeHeaderValue>> = Object.freeze({});
+const NONE_REMOVED: readonly string[] = Object.freeze([]);
+
+/** What an allow does to the upstream request, beyond the hygiene mutations() always applies. */
+export interface MutationOptions {
+  /** Set, overwriting whatever the client sent under that name; the values are checked here. */
+  readonly set?: Record<string, string>;
+  /** Dropped, when the request carries them. */
+  readonly remove?: readonly string[];
+  /** Set like `set`, with values checked where they were produced (a ServiceAccount token). */
+  readonly checked?: Readonly<Record<string, SafeHeaderValue>>;
+}
 
 /**
  * Builds the mutations for an allow: `checked` and `set` overwrite (`set`'s values are checked here,
@@ -44,9 +55,7 @@ const NONE_CHECKED: Readonly<Record<string, SafeHeaderValue>> = Object.freeze({}
  */
 export function mutations(
   requestHeaders: Readonly<Record<string, string>>,
-  set: Record<string, string>,
-  remove: readonly string[] = [],
-  checked: Readonly<Record<string, SafeHeaderValue>> = NONE_CHECKED,
+  { set = {}, remove = NONE_REMOVED, checked = NONE_CHECKED }: MutationOptions = {},
 ): HeaderMutations {
   for (const name in set) {
     if (!isSafeHeaderValue(set[name]!)) {

@@ -42,13 +42,13 @@ describe("mutations", () => {
       expected: { set: { authorization: `Bearer ${TOKEN}`, "sec-websocket-protocol": "v4.channel.k8s.io" }, remove: ["cookie", "x-fundament-user-id"] },
     },
   ])("$name", ({ headers, set, remove, checked, expected }) => {
-    const result = mutations(headers, set, remove, checked);
+    const result = mutations(headers, { set, remove, checked });
     expect(result).toEqual(expected);
     expect(Object.keys(result.set)).toEqual(Object.keys(expected.set));
   });
 
   it.each(["a\r\nb", "a\nb", "\u0000", "\u007f", "é", "\u2028", "\ud800", "\t"])("an unsafe value to set (%j) is a programming mistake: TypeError", (value) => {
-    expect(() => mutations({}, { "x-fundament-user-id": value })).toThrow(TypeError);
+    expect(() => mutations({}, { set: { "x-fundament-user-id": value } })).toThrow(TypeError);
   });
 });
 

@@ -7,7 +7,7 @@
 import { randomUUID } from "node:crypto";
 import { createLocalJWKSet, type JWTPayload, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
-import { identify } from "../../src/authz/fundament-identity.ts";
+import { identifyFundamentCaller } from "../../src/authz/fundament-identity.ts";
 import { configSchema } from "../../src/config/schema.ts";
 import { tokenVerifierFor } from "../../src/server/token-verifier.ts";
 import { TokenVerifier } from "../../src/tokens/fundament.ts";
@@ -75,7 +75,7 @@ describe.each(types)("a $type token's lifetime", ({ type, claims, bound }) => {
 
   it("is refused as invalid-token at the gate", async () => {
     const token = await mint(claims, { iat: nowS, exp: nowS + YEAR }, "HS256");
-    const denied = await identify({ authorization: `Bearer ${token}` }, { bearer: ["user", "plugin"] }, verifier());
+    const denied = await identifyFundamentCaller({ authorization: `Bearer ${token}` }, { bearer: ["user", "plugin"] }, verifier());
     expect(denied).toMatchObject({ kind: "deny", reason: "invalid-token" });
   });
 });

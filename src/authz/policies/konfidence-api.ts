@@ -27,6 +27,7 @@
  */
 import { allow, type Decision, type Deny, deny } from "../decision.ts";
 import type { Policy } from "../policy.ts";
+import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { isSafeHeaderValue, mutations } from "../../headers/mutations.ts";
 import { discoveryEndpointFor } from "../../konfidence/discovery-url.ts";
@@ -70,32 +71,34 @@ export function konfidenceApi(deps: KonfidenceApiDeps): Policy {
     bodyShape: "json",
     async decide(request: HttpRequest): Promise<Decision> {
       const route = deps.routes.match(request.method, request.path);
+      trace("endpoint", route.kind);
       if (route.kind === "malformed") return deny("bad-request", route.detail);
       if (route.kind === "not-found") return deny("not-found", "no such endpoint");
       if (route.kind === "method-not-allowed") return deny("method-not-allowed", "method not allowed here", { allow: route.allow.join(", ") });
-      if (route.kind === "public") return allow(mutations(request.headers, {}));
+      if (route.kind === "public") return allow(mutations(request.headers));
 
-      const identity = await identify(request.headers, deps);
+      const identity = await identifyKonfidenceCaller(request.headers, deps);
+      trace("identity", identity.kind === "deny" ? identity.reason : `${identity.caller.kind} caller`);
       if (identity.kind === "deny") return identity;
-      if (route.kind === "authenticated") return allow(mutations(request.headers, identityHeaders(identity)));
+      if (route.kind === "authenticated") return allow(mutations(request.headers, { set: identityHeaders(identity) }));
 
       // 1. Resolve the Project and load its roleBindings.
       const project = deps.projects.byName(route.projectId);
-      if (project === undefined) return deny("project-not-found", "no such project");
+      if (!traceVerdict("project", project !== undefined)) return deny("project-not-found", "no such project");
       // 2. Match the caller against this Project's subjects; 3. the union of matched roles decides.
-      const roles = rolesOf(project.bindings, identity.caller);
-      if (roles.size === 0) return deny("no-role", "the caller holds no role in this project");
-      if (!deps.permissions.allows(roles, route.resource, route.verb)) {
+      const roles = rolesOf(project!.bindings, identity.caller);
+      if (!traceVerdict("role", roles.size > 0)) return deny("no-role", "the caller holds no role in this project");
+      if (!traceVerdict("permission", deps.permissions.allows(roles, route.resource, route.verb))) {
         return deny("role-denied", `no role of the caller may ${route.verb} ${route.resource}`);
       }
       return allow(
-        mutations(request.headers, { ...identityHeaders(identity), [KONFIDENCE_HEADERS.roles]: [...roles].sort().join(",") }),
+        mutations(request.headers, { set: { ...identityHeaders(identity), [KONFIDENCE_HEADERS.roles]: [...roles].sort().join(",") } }),
       );
     },
   };
 }
 
-async function identify(headers: Readonly<Record<string, string>>, deps: KonfidenceApiDeps): Promise<Identified | Deny> {
+async function identifyKonfidenceCaller(headers: Readonly<Record<string, string>>, deps: KonfidenceApiDeps): Promise<Identified | Deny> {
   const bearer = bearerToken(headers);
   const session: CredentialLookup = deps.session === undefined ? { kind: "absent" } : sessionCredential(headers, deps.session.credential);
   if (bearer.kind === "invalid") return deny("invalid-token", "the credential is malformed");

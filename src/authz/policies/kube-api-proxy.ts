@@ -15,8 +15,9 @@
  */
 import type { AuditTrail } from "../../audit/trail.ts";
 import { allow, type Decision, deny, type Deny } from "../decision.ts";
-import { carriedPluginToken, identify, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
+import { carriedPluginToken, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
+import { askedOf, type KubeRequest, readKubeRequest } from "../kube-request.ts";
 import type {
   AccessAttributes,
   ClusterViewCheck,
@@ -27,16 +28,13 @@ import type {
   ServiceAccountTokens,
   UserAccessReview,
 } from "../ports.ts";
-import { start } from "../started.ts";
-import { passed, trace } from "../trace.ts";
+import { prefetch } from "../started.ts";
+import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { bearerCredential, mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
 import { KUBE_API_CLUSTER_HEADER } from "../kube-api-upstream.ts";
-import { type KubePath, kubePathOf, parseGatewayPath } from "../../kube/gateway-path.ts";
-import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../../kube/request-info.ts";
-import { invalidRequestTimeout } from "../../kube/request-timeout.ts";
-import { requesterChecks } from "../../kube/requester-checks.ts";
-import { oversizedField } from "../../kube/object-names.ts";
+import { parseGatewayPath } from "../../kube/gateway-path.ts";
+import type { RequestInfo } from "../../kube/request-info.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { installationDenial, unusableInstallation } from "../installation.ts";
 import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
@@ -75,18 +73,6 @@ function relaysPages(asked: RequestInfo | undefined): boolean {
   return asked?.isResourceRequest === true && (asked.verb === "proxy" || asked.subresource === "proxy");
 }
 
-/** The Kubernetes request behind the gateway path, read once (pure): it decides which credentials count, what is reviewed and what is audited. */
-interface KubeRequest {
-  readonly path: KubePath;
-  /** Undefined when the path is not a Kubernetes API path. */
-  readonly asked: RequestInfo | undefined;
-}
-
-function readKubeRequest(request: HttpRequest, rest: string): KubeRequest {
-  const path = kubePathOf(rest);
-  return { path, asked: path.kind === "ok" ? requestInfoFor({ method: request.method, path: path.path, query: request.query }) : undefined };
-}
-
 export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
   return {
     name: "kube-api-proxy",
@@ -95,10 +81,10 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
       const target = parseGatewayPath(request.path);
       trace("gateway-path", target.kind);
       if (target.kind === "malformed") return auditedBadRequest(request, target.detail, deps, trail);
+      // Read once, before any gate (pure): every audit line, an early denial's too, says what was asked.
       const kube = readKubeRequest(request, target.rest);
-      // Every audit line, an early denial's too, says what was asked.
-      trail.asked = kube.asked;
-      const identity = await identify(request.headers, relaysPages(kube.asked) ? ACCEPTED_ON_PROXY : ACCEPTED, deps.tokens, deps.cookieOrigins);
+      trail.asked = askedOf(kube);
+      const identity = await identifyFundamentCaller(request.headers, relaysPages(trail.asked) ? ACCEPTED_ON_PROXY : ACCEPTED, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       // Audited from here on, whatever follows: reading another carrier's token can fail (a JWKS
       // outage), and check() then audits the denial it gives.
@@ -111,7 +97,7 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
       return claims.type === "user"
-        ? userRequest(request, target.clusterId, kube.path, claims, deps)
+        ? userRequest(request, target.clusterId, kube, claims, deps)
         : pluginRequest(request, target.clusterId, kube, claims, deps);
     },
     // Request mode refuses paths and headers the gateway did not normalise (request-mode.ts); a
@@ -121,10 +107,10 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
 }
 
 /**
- * What the carriers identify() did not take as the credential change: a PluginToken in the cookie
- * (UserToken only) refuses the request; one elsewhere makes identify()'s denial an audited one; too
+ * What the carriers identifyFundamentCaller() did not take as the credential change: a PluginToken in the cookie
+ * (UserToken only) refuses the request; one elsewhere makes identifyFundamentCaller()'s denial an audited one; too
  * many tokens are refused unread. The denial, with the PluginToken it is audited for (the request's
- * own when identify() took one); undefined when nothing changes.
+ * own when identifyFundamentCaller() took one); undefined when nothing changes.
  */
 async function otherCarriers(
   request: HttpRequest,
@@ -178,20 +164,22 @@ function tokenInstallation(claims: PluginClaims, deps: KubeApiProxyDeps): Instal
 async function userRequest(
   request: HttpRequest,
   clusterId: string,
-  path: KubePath,
+  kube: KubeRequest,
   claims: UserClaims,
   deps: KubeApiProxyDeps,
 ): Promise<Decision> {
   const known = deps.clusters.has(clusterId);
   const sa = userServiceAccount(claims.sub);
-  const canView = start(() => deps.canView.canView(claims.sub, clusterId));
-  const token = start(async () => (known ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name) : undefined));
+  const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
+  const token = prefetch(async () => (known ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name) : undefined));
 
-  if (!passed("can_view", await canView)) return deny("can-view-denied", "you cannot view this cluster");
-  if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
-  trace("kube-path", path.kind);
-  if (path.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
-  if (path.kind === "malformed") return deny("bad-request", path.detail);
+  if (!traceVerdict("can_view", await canView)) return deny("can-view-denied", "you cannot view this cluster");
+  if (!traceVerdict("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
+  // The user acts as themself: a request malformed past its path is kube-apiserver's to refuse, to them.
+  const pathRefused = kube.kind === "bad-request" && kube.inPath;
+  trace("kube-path", kube.kind === "not-found" ? "not-found" : pathRefused ? "malformed" : "ok");
+  if (kube.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
+  if (pathRefused) return deny("bad-request", kube.detail);
   const saToken = await token;
   trace("user-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("user-unavailable", "you have no identity on this cluster yet");
@@ -199,66 +187,55 @@ async function userRequest(
 }
 
 /**
- * PluginToken, FUN-17 §11. The gates are written in the seed's order; the remote ones (OpenFGA, the
- * SubjectAccessReview, the TokenRequest) start together, and the first denial in this order is reported.
+ * PluginToken, FUN-17 §11, in the seed's order: the local gates; then the remote ones (OpenFGA, the
+ * SubjectAccessReview, the TokenRequest) prefetched together; then each awaited in the seed's order,
+ * so the first denial in that order is the one reported.
  */
 async function pluginRequest(
   request: HttpRequest,
   clusterId: string,
-  { path, asked }: KubeRequest,
+  kube: KubeRequest,
   claims: PluginClaims,
   deps: KubeApiProxyDeps,
 ): Promise<Decision> {
-  const known = deps.clusters.has(clusterId);
-  // A target Go would read otherwise (e.g. a query past net/url's parameter limit) is never reviewed.
-  const unreadableQuery = request.targetError ?? invalidRequestTimeout(request.query);
-  const info = unreadableQuery === undefined ? asked : undefined;
-  // Why the request cannot be reviewed as Kubernetes would read it (reported at gate 4, in order):
-  // no SubjectAccessReview or TokenRequest is sent for it (a name Kubernetes could never store
-  // would otherwise be reviewed and held in a cache key).
-  const malformed = unreadableQuery ?? (info?.isResourceRequest ? info.parseError : undefined) ?? (info === undefined ? undefined : oversizedField(info));
-  // The installation the token names, from the local index (not a remote call). Unsynced, it throws
-  // into the started result, read only at gate 6.
-  const installation = start(async () => tokenInstallation(claims, deps));
-
-  // Gate 1, aud=fundament-plugin: identify() accepted the token as a PluginToken.
+  // Gate 1, aud=fundament-plugin: identifyFundamentCaller() accepted the token as a PluginToken.
   // FUN-17 §10 places the deny-list "at proxy validation time": it is part of accepting the token,
   // so it runs right after it, before any other gate and before any remote call is started (a
   // revoked plugin costs no OpenFGA Check, review or TokenRequest). Unsynced, it throws: a 503.
   const revoked = revokedDenial(deps.revocations, tokenSubject(claims), "kube-api-proxy", "revocation");
   if (revoked !== undefined) return revoked;
   // Impersonation would let the plugin step outside the user's SubjectAccessReview.
-  if (!passed("no-impersonation", !impersonates(request.headers))) {
+  if (!traceVerdict("no-impersonation", !impersonates(request.headers))) {
     return deny("impersonation-forbidden", "impersonation is not allowed for plugin requests");
   }
   // Gate 2: cluster_id in the URL equals claims.cluster_id.
-  if (!passed("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
-  const sa = pluginServiceAccount(claims.installationName);
+  if (!traceVerdict("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
 
-  const canView = start(() => deps.canView.canView(claims.sub, clusterId));
-  const userMay = start(async () =>
-    !known || info === undefined || malformed !== undefined ? false : allAllowed(deps.userAccess, clusterId, claims.sub, accessAttributes(info, request)),
-  );
-  const pluginToken = start(async () => {
-    if (malformed !== undefined) return undefined;
+  const known = deps.clusters.has(clusterId);
+  // The installation, from the local index (not a remote call). Unsynced, it throws into the
+  // prefetched result, read only at gate 6.
+  const installation = prefetch(async () => (known ? deps.installations.byUid(clusterId, claims.installationId) : undefined));
+  const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
+  // Nothing is reviewed or minted for a request gate 4 refuses.
+  const userMay = prefetch(async () => (known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, kube.attributes) : false));
+  const pluginToken = prefetch(async () => {
+    if (kube.kind !== "ok") return undefined;
     const found = await installation;
-    const usable = unusableInstallation(found, claims, deps.allowUnpinned) === undefined;
-    return usable ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, found!.uid) : undefined;
+    if (unusableInstallation(found, claims, deps.allowUnpinned) !== undefined) return undefined;
+    const sa = pluginServiceAccount(claims.installationName);
+    return deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, found!.uid);
   });
 
   // Gate 3: OpenFGA can_view on (user, cluster).
-  if (!passed("can_view", await canView)) return deny("can-view-denied", "the user cannot view this cluster");
-  if (!passed("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
-  // Gate 4: parse the Kubernetes request into (apiGroup, resource, verb, namespace, name?, subresource?).
-  trace("kube-path", path.kind === "ok" && malformed !== undefined ? "malformed" : path.kind);
-  if (path.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
-  if (path.kind === "malformed") return deny("bad-request", path.detail);
-  // Refused as kube-apiserver would before any authorization: a query Go would read otherwise or a
-  // bad ?timeout=, a path it answers itself (e.g. `/api/v1/watch` with nothing after it), or a name
-  // longer than Kubernetes can store.
-  if (malformed !== undefined) return deny("bad-request", malformed);
+  if (!traceVerdict("can_view", await canView)) return deny("can-view-denied", "the user cannot view this cluster");
+  if (!traceVerdict("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
+  // Gate 4: parse the Kubernetes request into (apiGroup, resource, verb, namespace, name?, subresource?),
+  // refused as kube-apiserver would refuse it before any authorization (kube-request.ts).
+  trace("kube-path", kube.kind === "bad-request" ? "malformed" : kube.kind);
+  if (kube.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
+  if (kube.kind === "bad-request") return deny("bad-request", kube.detail);
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
-  if (!passed("user-sar", await userMay)) return deny("user-sar-denied", "the user may not do this");
+  if (!traceVerdict("user-sar", await userMay)) return deny("user-sar-denied", "the user may not do this");
   // Gate 6: resolve (cluster, installation_id) → plugin ServiceAccount from the PluginInstallation index.
   const unavailable = installationDenial(await installation, claims, { ...deps, policy: "kube-api-proxy" });
   if (unavailable !== undefined) return unavailable;
@@ -273,30 +250,7 @@ function impersonates(headers: Readonly<Record<string, string>>): boolean {
   return false;
 }
 
-/**
- * What the user's review asks: the request's own verbs (a WebSocket GET on pods/exec|attach|
- * portforward needs both get and create, Kubernetes ≥ 1.35), then what kube-apiserver authorizes
- * inside its handlers for the requester, here the plugin's ServiceAccount (requester-checks.ts).
- */
-function accessAttributes(info: RequestInfo, request: HttpRequest): AccessAttributes[] {
-  const own = authorizationVerbsFor(info).map((verb): AccessAttributes =>
-    info.isResourceRequest
-      ? {
-          kind: "resource",
-          verb,
-          group: info.apiGroup,
-          version: info.apiVersion,
-          resource: info.resource,
-          subresource: info.subresource,
-          namespace: info.namespace,
-          name: info.name,
-        }
-      : { kind: "non-resource", verb, path: info.path },
-  );
-  return [...own, ...requesterChecks(info, request.query, request.headers["content-type"])];
-}
-
-async function allAllowed(review: UserAccessReview, clusterId: string, userId: string, attributes: AccessAttributes[]): Promise<boolean> {
+async function allAllowed(review: UserAccessReview, clusterId: string, userId: string, attributes: readonly AccessAttributes[]): Promise<boolean> {
   // Nearly every request is one review: asked directly, without an array of answers.
   if (attributes.length === 1) return review.allowed(clusterId, userId, attributes[0]!);
   const answers = await Promise.all(attributes.map((a) => review.allowed(clusterId, userId, a)));
@@ -312,7 +266,9 @@ async function allAllowed(review: UserAccessReview, clusterId: string, userId: s
  */
 function credentialSwap(request: HttpRequest, minted: MintedToken) {
   const ws = websocketBearerDropped(request.headers);
-  return mutations(request.headers, { ...ws.set, [KUBE_API_CLUSTER_HEADER]: minted.envoyCluster }, ["cookie", ...ws.remove], {
-    authorization: bearerCredential(minted.token),
+  return mutations(request.headers, {
+    set: { ...ws.set, [KUBE_API_CLUSTER_HEADER]: minted.envoyCluster },
+    remove: ["cookie", ...ws.remove],
+    checked: { authorization: bearerCredential(minted.token) },
   });
 }

@@ -20,9 +20,9 @@
  */
 import type { AuditTrail } from "../../audit/trail.ts";
 import { allow, deny, type Decision } from "../decision.ts";
-import { carriedPluginToken, FUNDAMENT_COOKIE, identify, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
+import { carriedPluginToken, FUNDAMENT_COOKIE, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
-import { passed, trace } from "../trace.ts";
+import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { cookieDropped, mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { publishPluginTokenReplay } from "../../metrics/events.ts";
@@ -65,8 +65,8 @@ export function platformApi(deps: PlatformApiDeps): Policy {
     bodyShape: "json",
     async decide(request, trail): Promise<Decision> {
       const service = platformService(request, deps.services);
-      if (!passed("platform-service", service !== undefined)) return deny("no-policy", "no platform service is configured for this route");
-      const identity = await identify(request.headers, READ, deps.tokens, deps.cookieOrigins);
+      if (!traceVerdict("platform-service", service !== undefined)) return deny("no-policy", "no platform service is configured for this route");
+      const identity = await identifyFundamentCaller(request.headers, READ, deps.tokens, deps.cookieOrigins);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       if (identity.kind === "deny") return (await otherCarriers(request, service!, undefined, deps, trail)) ?? identity;
       const { claims } = identity;
@@ -99,7 +99,7 @@ async function otherCarriers(
 /** The service gets the verified UserToken and no other Fundament credential, and the verified identity. */
 function userRequest(request: HttpRequest, token: string, source: CredentialSource, claims: UserClaims): Decision {
   // Claims become header values only once they are known to be UUIDs (no separators, no CR/LF).
-  if (!passed("organization-ids", claims.organizationIds.every(isUuid))) return deny("invalid-token", "the token's organization_ids are not UUIDs");
+  if (!traceVerdict("organization-ids", claims.organizationIds.every(isUuid))) return deny("invalid-token", "the token's organization_ids are not UUIDs");
   const set: Record<string, string> = { [IDENTITY_HEADERS.userId]: claims.sub };
   // Without organizations the header is absent (and a client-sent one removed), never empty.
   if (claims.organizationIds.length > 0) set[IDENTITY_HEADERS.organizationIds] = claims.organizationIds.join(",");
@@ -114,7 +114,7 @@ function userRequest(request: HttpRequest, token: string, source: CredentialSour
   const ws = websocketBearerDropped(request.headers);
   Object.assign(set, ws.set);
   remove.push(...ws.remove);
-  return allow(mutations(request.headers, set, remove));
+  return allow(mutations(request.headers, { set, remove }));
 }
 
 /** The replay is refused, counted, and recorded for its audit line. */

@@ -5,7 +5,7 @@
 import { allow, deny } from "../decision.ts";
 import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
-import { passed } from "../trace.ts";
+import { traceVerdict } from "../trace.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 
 const ASSET_PATH = /^\/plugins\/(?:sdk\/[A-Za-z0-9][A-Za-z0-9.+_-]{0,127}|[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\/[A-Za-z0-9][A-Za-z0-9.+_-]{0,127}\/console)\/[^]*$/;
@@ -16,13 +16,13 @@ export function pluginAssets(): Policy {
     name: "plugin-assets",
     bodyShape: "json",
     async decide(request) {
-      if (!passed("asset-path", ASSET_PATH.test(request.path) && !hasDotSegment(request.path))) {
+      if (!traceVerdict("asset-path", ASSET_PATH.test(request.path) && !hasDotSegment(request.path))) {
         return deny("not-found", "no such asset");
       }
-      if (!passed("read-only", READ_METHODS.has(request.method))) return deny("method-not-allowed", "assets are read-only", { allow: "GET, HEAD" });
+      if (!traceVerdict("read-only", READ_METHODS.has(request.method))) return deny("method-not-allowed", "assets are read-only", { allow: "GET, HEAD" });
       // Assets need no credential, so none is passed on.
       const ws = websocketBearerDropped(request.headers);
-      return allow(mutations(request.headers, ws.set, ["authorization", "cookie", ...ws.remove]));
+      return allow(mutations(request.headers, { set: ws.set, remove: ["authorization", "cookie", ...ws.remove] }));
     },
   };
 }

@@ -10,10 +10,10 @@
  * the request goes to, and the caller's own credential is removed (it never reaches a plugin pod).
  */
 import { allow, type Decision, deny } from "../decision.ts";
-import { identify, type AcceptedCredentials } from "../fundament-identity.ts";
+import { identifyFundamentCaller, type AcceptedCredentials } from "../fundament-identity.ts";
 import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
-import { passed, trace } from "../trace.ts";
+import { trace, traceVerdict } from "../trace.ts";
 import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../ports.ts";
 import { installationDenial } from "../installation.ts";
 import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
@@ -76,7 +76,7 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       if (route.kind === "not-found") return deny("not-found", "no such route");
       if (route.kind === "malformed") return deny("bad-request", route.detail);
       // aud=fundament-plugin.
-      const identity = await identify(request.headers, ACCEPTED, deps.tokens);
+      const identity = await identifyFundamentCaller(request.headers, ACCEPTED, deps.tokens);
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       if (identity.kind === "deny") return identity;
       const claims = identity.claims;
@@ -86,14 +86,14 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       const revoked = revokedDenial(deps.revocations, tokenSubject(claims), "plugin-proxy", "revocation");
       if (revoked !== undefined) return revoked;
       // The URL's installation_id matches the claim.
-      if (!passed("installation-binding", route.installationId === claims.installationId)) {
+      if (!traceVerdict("installation-binding", route.installationId === claims.installationId)) {
         return deny("installation-mismatch", "the token is bound to another installation");
       }
       // OpenFGA can_view: the token's user still has access to claims.cluster_id.
-      if (!passed("can_view", await deps.canView.canView(claims.sub, claims.clusterId))) {
+      if (!traceVerdict("can_view", await deps.canView.canView(claims.sub, claims.clusterId))) {
         return deny("can-view-denied", "the user cannot view this cluster");
       }
-      if (!passed("cluster-known", deps.clusters.has(claims.clusterId))) return deny("unknown-cluster", "no such cluster");
+      if (!traceVerdict("cluster-known", deps.clusters.has(claims.clusterId))) return deny("unknown-cluster", "no such cluster");
       // Routing, not a seed gate: the upstream is named after the installation, so it must still be the
       // one the token was minted for (a reinstall under the same name has a new uid) and not be going away.
       const installation = deps.installations.byUid(claims.clusterId, claims.installationId);
@@ -110,9 +110,8 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       // The caller's credential never reaches a plugin pod, wherever it was carried.
       const ws = websocketBearerDropped(request.headers);
       return allow(
-        mutations(
-          request.headers,
-          {
+        mutations(request.headers, {
+          set: {
             [UPSTREAM_HEADERS.clusterId]: claims.clusterId,
             [UPSTREAM_HEADERS.namespace]: upstream.namespace,
             [UPSTREAM_HEADERS.service]: upstream.service,
@@ -121,8 +120,8 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
             [UPSTREAM_HEADERS.installationId]: claims.installationId,
             ...ws.set,
           },
-          ["authorization", "cookie", ...ws.remove],
-        ),
+          remove: ["authorization", "cookie", ...ws.remove],
+        }),
       );
     },
   };

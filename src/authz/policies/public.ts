@@ -23,7 +23,7 @@
 import { allow, deny } from "../decision.ts";
 import { FUNDAMENT_COOKIE } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
-import { passed, trace } from "../trace.ts";
+import { trace, traceVerdict } from "../trace.ts";
 import { cookieDropped, mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { holdsTokenOf } from "../../tokens/credentials.ts";
 import { PLUGIN_AUDIENCE, USER_AUDIENCE } from "../../tokens/fundament.ts";
@@ -45,13 +45,18 @@ export function publicRoutes(deps: PublicDeps): Policy {
     bodyShape: "json",
     async decide(request) {
       const service = platformService(request, services);
-      if (!passed("platform-service", service !== undefined)) return deny("no-policy", "no platform service is configured for this route");
-      if (!passed("listed-public", deps.publicPaths.get(service!)!.has(request.path))) return deny("no-policy", "this path is not public");
+      if (!traceVerdict("platform-service", service !== undefined)) return deny("no-policy", "no platform service is configured for this route");
+      if (!traceVerdict("listed-public", deps.publicPaths.get(service!)!.has(request.path))) return deny("no-policy", "this path is not public");
       const cookie = cookieDropped(request.headers, FUNDAMENT_COOKIE);
       const ws = websocketBearerDropped(request.headers);
       const fundamentBearer = holdsTokenOf(request.headers["authorization"], deps.issuer, FUNDAMENT_AUDIENCES);
       trace("authorization", fundamentBearer ? "a Fundament token: removed" : "goes on");
-      return allow(mutations(request.headers, { ...cookie.set, ...ws.set }, [...cookie.remove, ...ws.remove, ...(fundamentBearer ? ["authorization"] : [])]));
+      return allow(
+        mutations(request.headers, {
+          set: { ...cookie.set, ...ws.set },
+          remove: [...cookie.remove, ...ws.remove, ...(fundamentBearer ? ["authorization"] : [])],
+        }),
+      );
     },
   };
 }
