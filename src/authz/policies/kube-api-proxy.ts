@@ -89,11 +89,8 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
       // Audited from here on, whatever follows: reading another carrier's token can fail (a JWKS
       // outage), and check() then audits the denial it gives.
       if (identity.kind !== "deny" && identity.claims.type === "plugin") auditPluginToken(trail, identity.claims, deps);
-      const carried = await otherCarriers(request, identity, deps);
-      if (carried !== undefined) {
-        if (carried.claims !== undefined && trail.pluginToken === undefined) auditPluginToken(trail, carried.claims, deps);
-        return carried.denial;
-      }
+      const carried = await otherCarriers(request, identity, deps, trail);
+      if (carried !== undefined) return carried;
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
       return claims.type === "user"
@@ -107,26 +104,20 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
 }
 
 /**
- * What the carriers identifyFundamentCaller() did not take as the credential change: a PluginToken in the cookie
- * (UserToken only) refuses the request; one elsewhere makes identifyFundamentCaller()'s denial an audited one; too
- * many tokens are refused unread. The denial, with the PluginToken it is audited for (the request's
- * own when identifyFundamentCaller() took one); undefined when nothing changes.
+ * What the carriers identifyFundamentCaller() did not take as the credential change: a PluginToken
+ * in the cookie (UserToken only) refuses the request; one elsewhere makes the identity's denial an
+ * audited one; too many tokens are refused unread. The denial; undefined when nothing changes. A
+ * PluginToken found is recorded for the audit line, unless the request's own already is.
  */
-async function otherCarriers(
-  request: HttpRequest,
-  identity: Identified | Deny,
-  deps: KubeApiProxyDeps,
-): Promise<{ readonly denial: Deny; readonly claims: PluginClaims | undefined } | undefined> {
+async function otherCarriers(request: HttpRequest, identity: Identified | Deny, deps: KubeApiProxyDeps, trail: AuditTrail): Promise<Deny | undefined> {
   const read = identity.kind === "deny" ? undefined : identity;
   const carried = await carriedPluginToken(request.headers, deps.tokens, read);
   // Traced only when they matter: nearly every request carries one credential.
   if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", carried.tooMany ? "too many tokens" : `plugin token in ${carried.plugin!.source}`);
-  const own = read?.claims.type === "plugin" ? read.claims : undefined;
-  const claims = own ?? carried.plugin?.claims;
-  if (carried.tooMany) return { denial: deny("invalid-token", "too many credentials"), claims };
+  if (carried.tooMany) return deny("invalid-token", "too many credentials");
   if (carried.plugin === undefined) return undefined;
-  const denial = carried.plugin.source === "cookie" || identity.kind !== "deny" ? deny("wrong-audience", "the token is not accepted here") : identity;
-  return { denial, claims };
+  if (trail.pluginToken === undefined) auditPluginToken(trail, carried.plugin.claims, deps);
+  return carried.plugin.source === "cookie" || identity.kind !== "deny" ? deny("wrong-audience", "the token is not accepted here") : identity;
 }
 
 /** The request carries a PluginToken: it is audited on every outcome, with the index's pin at request time. */
