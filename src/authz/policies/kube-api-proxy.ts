@@ -88,14 +88,15 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
       trace("token", identity.kind === "deny" ? identity.reason : `${identity.claims.type} token from ${identity.source}`);
       // Audited from here on, whatever follows: reading another carrier's token can fail (a JWKS
       // outage), and check() then audits the denial it gives.
-      if (identity.kind !== "deny" && identity.claims.type === "plugin") auditPluginToken(trail, identity.claims, deps);
+      const installation = identity.kind !== "deny" && identity.claims.type === "plugin" ? auditPluginToken(trail, identity.claims, deps) : undefined;
       const carried = await otherCarriers(request, identity, deps, trail);
       if (carried !== undefined) return carried;
       if (identity.kind === "deny") return identity;
       const { claims } = identity;
       return claims.type === "user"
         ? userRequest(request, target.clusterId, kube, claims, deps)
-        : pluginRequest(request, target.clusterId, kube, claims, deps);
+        : // Set above for the request's own PluginToken.
+          pluginRequest(request, target.clusterId, kube, claims, installation!, deps);
     },
     // Request mode refuses paths and headers the gateway did not normalise (request-mode.ts); a
     // PluginToken request is audited all the same.
@@ -120,14 +121,19 @@ async function otherCarriers(request: HttpRequest, identity: Identified | Deny, 
   return carried.plugin.source === "cookie" || identity.kind !== "deny" ? deny("wrong-audience", "the token is not accepted here") : identity;
 }
 
-/** The request carries a PluginToken: it is audited on every outcome, with the index's pin at request time. */
-function auditPluginToken(trail: AuditTrail, claims: PluginClaims, deps: KubeApiProxyDeps): void {
+/**
+ * The request carries a PluginToken: it is audited on every outcome, with the index's pin at request
+ * time. The installation looked up for that pin is gate 6's, prefetched: unsynced, it rejects (the
+ * pin then unknown, "") and is read only at gate 6.
+ */
+function auditPluginToken(trail: AuditTrail, claims: PluginClaims, deps: KubeApiProxyDeps): Promise<Installation | undefined> {
   trail.pluginToken = claims;
-  try {
-    trail.pinnedDefinitionHash = tokenInstallation(claims, deps)?.definitionHash ?? "";
-  } catch {
-    // Unsynced: the pin is unknown ("").
-  }
+  return prefetch(async () => {
+    // Runs now, before the first await: the pin is in the trail before any gate.
+    const found = tokenInstallation(claims, deps);
+    trail.pinnedDefinitionHash = found?.definitionHash ?? "";
+    return found;
+  });
 }
 
 /**
@@ -187,6 +193,7 @@ async function pluginRequest(
   clusterId: string,
   kube: KubeRequest,
   claims: PluginClaims,
+  installation: Promise<Installation | undefined>,
   deps: KubeApiProxyDeps,
 ): Promise<Decision> {
   // Gate 1, aud=fundament-plugin: identifyFundamentCaller() accepted the token as a PluginToken.
@@ -203,9 +210,6 @@ async function pluginRequest(
   if (!traceVerdict("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
 
   const known = deps.clusters.has(clusterId);
-  // The installation, from the local index (not a remote call). Unsynced, it throws into the
-  // prefetched result, read only at gate 6.
-  const installation = prefetch(async () => (known ? deps.installations.byUid(clusterId, claims.installationId) : undefined));
   const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
   // Nothing is reviewed or minted for a request gate 4 refuses.
   const userMay = prefetch(async () => (known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, kube.attributes) : false));
