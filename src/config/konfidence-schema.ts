@@ -53,7 +53,7 @@ export const konfidenceSchema = z
   .object({
     cluster: z
       .union([
-        z.object({ clusterId: uuid.describe("an id from clusters[]") }).strict(),
+        z.object({ clusterId: uuid.describe("an id from clusters[], or of a cluster the clusterRegistry registers") }).strict(),
         z
           .object({
             kubeconfig: z.string().min(1).optional().describe("kubeconfig file; in-cluster configuration when absent"),
@@ -122,14 +122,17 @@ export const konfidenceSchema = z
 
 export type KonfidenceConfig = z.infer<typeof konfidenceSchema>;
 
-/** A Project cluster named by id must be one portcullis has credentials for. */
+/**
+ * A Project cluster named by id must be one portcullis has credentials for: in clusters[], or one
+ * the cluster registry may register at run time (its Projects answer 503 until it is registered).
+ */
 export function checkKonfidenceSection(
-  config: { konfidence?: KonfidenceConfig | undefined; clusters: ReadonlyArray<{ id: string }> },
+  config: { konfidence?: KonfidenceConfig | undefined; clusters: ReadonlyArray<{ id: string }>; clusterRegistry?: unknown },
   ctx: z.RefinementCtx,
 ): void {
   const cluster = config.konfidence?.cluster;
-  if (cluster === undefined || !("clusterId" in cluster)) return;
+  if (cluster === undefined || !("clusterId" in cluster) || config.clusterRegistry !== undefined) return;
   if (!config.clusters.some((c) => c.id === cluster.clusterId)) {
-    ctx.addIssue({ code: "custom", path: ["konfidence", "cluster", "clusterId"], message: `${cluster.clusterId} is not in clusters[]` });
+    ctx.addIssue({ code: "custom", path: ["konfidence", "cluster", "clusterId"], message: `${cluster.clusterId} is not in clusters[] (and no clusterRegistry could register it)` });
   }
 }

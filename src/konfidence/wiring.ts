@@ -10,6 +10,7 @@ import { compilePermissions, compileRoutes, type PermissionMatrix, type RouteSpe
 import type { KonfidencePorts } from "./ports.ts";
 import { ProjectIndex } from "./project-index.ts";
 import { ProviderHttp } from "./provider-http.ts";
+import { RegisteredProjects } from "./registered-projects.ts";
 import { OidcSessions } from "./session.ts";
 import type { ProviderTrust } from "./subjects.ts";
 import { konfidenceApi } from "../authz/policies/konfidence-api.ts";
@@ -20,24 +21,33 @@ import { type Cluster, Clusters } from "../kube/clusters.ts";
 
 export interface KonfidenceConnection {
   readonly ports: KonfidencePorts;
-  readonly projects: ProjectIndex;
+  readonly projects: ProjectIndex | RegisteredProjects;
+  /** The Project index the cluster registry attaches its cluster to, where `clusterId` is not a static cluster. */
+  readonly registered: RegisteredProjects | undefined;
   stop(): Promise<void>;
 }
 
-/** Starts the Project watch in the background; readiness waits for it through `projects.synced`. */
+/**
+ * Starts the Project watch in the background; readiness waits for it through `projects.hasSynced`.
+ * With `registry`, a `clusterId` not in clusters[] is the registry's to attach (RegisteredProjects).
+ */
 export async function connectKonfidence(
   config: KonfidenceConfig,
   clusters: Clusters,
   logger: Logger,
   watchInactivityMs: number,
+  registry = false,
 ): Promise<KonfidenceConnection> {
-  const cluster = await projectCluster(config, clusters);
+  const options = { logger, inactivityMs: watchInactivityMs, trusts: providerTrust(config.providers) };
+  const registeredId = registry && "clusterId" in config.cluster && clusters.get(config.cluster.clusterId) === undefined ? config.cluster.clusterId : undefined;
+  const registered = registeredId === undefined ? undefined : new RegisteredProjects(registeredId, options);
+  const projects = registered ?? new ProjectIndex(await projectCluster(config, clusters), options);
   const verifiers = connectVerifiers(config);
-  const projects = new ProjectIndex(cluster, { logger, inactivityMs: watchInactivityMs, trusts: providerTrust(config.providers) });
-  projects.start().catch((err: unknown) => logger.error({ err }, "konfidence project index failed to start"));
+  if (projects instanceof ProjectIndex) projects.start().catch((err: unknown) => logger.error({ err }, "konfidence project index failed to start"));
   return {
     ports: { projects, workloadTokens: verifiers.workloadTokens, ...(verifiers.sessions === undefined ? {} : { sessions: verifiers.sessions }) },
     projects,
+    registered,
     async stop() {
       await projects.stop();
       await verifiers.close();

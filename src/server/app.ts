@@ -110,14 +110,17 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Port
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
   const rulesReviews = new SelfSubjectRulesReviews(clusters, { timeoutMs: config.kube.sar.timeoutMs });
   const clusterDiscovery = new ClusterDiscovery({ envoyCaFile: config.clusterRegistry?.envoyCaFile ?? ENVOY_IMAGE_CA_FILE, logger });
+  // Connected before the registry lists: Konfidence's cluster may be one it registers.
+  const konfidence =
+    config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger, config.kube.watch.inactivityMs, config.clusterRegistry !== undefined);
   const registry = await clusterRegistry(config, logger, {
     clusters,
     installations: canView === undefined ? undefined : installations,
     caches: [userAccess, serviceAccountTokens],
     upstreams: clusterDiscovery,
+    projects: konfidence?.registered,
   });
   const revocations = await revocationIndex(config, logger);
-  const konfidence = config.konfidence === undefined ? undefined : await connectKonfidence(config.konfidence, clusters, logger, config.kube.watch.inactivityMs);
   return {
     clusters,
     canView,

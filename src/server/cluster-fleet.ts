@@ -1,12 +1,13 @@
 /**
  * What registering, changing and removing a cluster does to the ports (wiring for
  * kube/cluster-registry.ts). Each step touches that one cluster only: its pool, its
- * PluginInstallation watch, its cached reviews, tokens and readiness answers, and its Envoy
- * upstream (served by CDS, envoy/cluster-discovery.ts).
+ * PluginInstallation watch, its cached reviews, tokens and readiness answers, its Envoy
+ * upstream (served by CDS, envoy/cluster-discovery.ts), and, for Konfidence's cluster, its Project watch.
  */
 import { type Clusters, connectCluster, type ClusterCredentials } from "../kube/clusters.ts";
 import type { ClusterFleet } from "../kube/cluster-registry.ts";
 import type { InstallationIndex } from "../kube/installation-index.ts";
+import type { RegisteredProjects } from "../konfidence/registered-projects.ts";
 
 export interface FleetPorts {
   readonly clusters: Clusters;
@@ -16,10 +17,13 @@ export interface FleetPorts {
   readonly caches: ReadonlyArray<{ forgetCluster(clusterId: string): void }>;
   /** Envoy's upstreams of the registered clusters (CDS). */
   readonly upstreams: { put(cluster: ClusterCredentials): void; remove(clusterId: string): void };
+  /** Konfidence's Project index where its cluster is one the registry registers. */
+  readonly projects?: RegisteredProjects | undefined;
 }
 
 export function clusterFleet(ports: FleetPorts): ClusterFleet {
-  const { clusters, installations, caches, upstreams } = ports;
+  const { clusters, installations, caches, upstreams, projects } = ports;
+  const isKonfidence = (clusterId: string): boolean => projects?.clusterId === clusterId;
   return {
     isStatic: (clusterId) => clusters.sourceOf(clusterId) === "static",
     register(credentials: ClusterCredentials, initial: boolean) {
@@ -27,14 +31,18 @@ export function clusterFleet(ports: FleetPorts): ClusterFleet {
       const pooled = connectCluster(credentials);
       // The old watch stops before the pool it runs on is retired.
       installations?.remove(credentials.id);
+      if (isKonfidence(credentials.id)) projects?.detach();
       clusters.put(pooled);
       // From here on every call goes to the new pool: what the old credential or server answered is dropped.
       for (const cache of caches) cache.forgetCluster(credentials.id);
       installations?.add(pooled.cluster, { gatesReadiness: initial });
+      // Listed again from the new server: a re-pointed cluster never serves the old one's Projects.
+      if (isKonfidence(credentials.id)) projects?.attach(pooled.cluster, { gatesReadiness: initial });
       upstreams.put(credentials);
     },
     unregister(clusterId: string) {
       installations?.remove(clusterId);
+      if (isKonfidence(clusterId)) projects?.detach();
       clusters.remove(clusterId);
       for (const cache of caches) cache.forgetCluster(clusterId);
       upstreams.remove(clusterId);

@@ -65,6 +65,8 @@ describe("bad configurations name the field and what it expects", () => {
     { name: "openfga without tokens", config: { openfga: base().openfga }, expected: ["tokens: expected a tokens section: openfga serves the Fundament policies, which verify Fundament tokens"] },
     { name: "platform services without tokens", config: { konfidence: {}, platform: { services: [{ name: "authn-api", routes: ["/authn.v1."] }] } }, expected: ["platform.services: platform services need tokens and openfga: their routes accept Fundament UserTokens only"] },
     { name: "Konfidence only", config: { konfidence: {} }, expected: [] },
+    { name: "Konfidence cluster in neither clusters[] nor a registry", config: { ...base(), konfidence: { cluster: { clusterId: C2 } } }, expected: [`konfidence.cluster.clusterId: ${C2} is not in clusters[] (and no clusterRegistry could register it)`] },
+    { name: "Konfidence cluster the registry may register", config: { ...base(), clusterRegistry: { namespace: "clusters" }, konfidence: { cluster: { clusterId: C2 } } }, expected: [] },
     { name: "PluginToken lifetime bound beyond a day", config: { ...base(), tokens: { ...base().tokens, maxLifetimeSeconds: { plugin: 86_401 } } }, expected: ["tokens.maxLifetimeSeconds.plugin: expected whole seconds from 60 to 86400 (24 h)"] },
     { name: "UserToken lifetime bound fractional", config: { ...base(), tokens: { ...base().tokens, maxLifetimeSeconds: { user: 3600.5 } } }, expected: ["tokens.maxLifetimeSeconds.user: expected whole seconds from 60 to 2592000 (720 h)"] },
     { name: "token lifetime bound typo", config: { ...base(), tokens: { ...base().tokens, maxLifetimeSeconds: { plugins: 900 } } }, expected: ['tokens.maxLifetimeSeconds: Unrecognized key: "plugins"'] },
