@@ -16,6 +16,8 @@ import { safeHeaderValue } from "../headers/mutations.ts";
 
 /** The dependency name in errors, logs and metrics. */
 const TOKEN_REQUEST_DEPENDENCY = "kube-tokenrequest";
+/** The cache's names: its hit/miss metric, the dependency and the question its errors name. */
+const TOKEN_REQUEST_CACHE = { metric: "service_account_token", dependency: TOKEN_REQUEST_DEPENDENCY, question: "TokenRequest" } as const;
 
 export interface ServiceAccountTokenOptions {
   /** At least 600: the API server's minimum. */
@@ -48,9 +50,7 @@ export class TokenRequests implements ServiceAccountTokens {
     // Looked up per request: the registry adds, replaces and removes clusters while this runs.
     const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(CoreV1Api));
     this.#cache = new CachedLookup({
-      metric: "service_account_token",
-      dependency: TOKEN_REQUEST_DEPENDENCY,
-      question: "TokenRequest",
+      ...TOKEN_REQUEST_CACHE,
       maxEntries: options.maxEntries,
       ttlMs: MISSING_TTL_MS,
       now,

@@ -18,6 +18,8 @@ import { CachedLookup } from "../cache/cached-lookup.ts";
 
 /** The dependency name in errors, logs and metrics. */
 const SAR_DEPENDENCY = "kube-subjectaccessreview";
+/** The cache's names: its hit/miss metric, the dependency and the question its errors name. */
+const SAR_CACHE = { metric: "subject_access_review", dependency: SAR_DEPENDENCY, question: "SubjectAccessReview" } as const;
 
 export interface UserAccessReviewOptions {
   readonly timeoutMs: number;
@@ -43,9 +45,7 @@ export class SubjectAccessReviews implements UserAccessReview {
     // Looked up per review: the registry adds, replaces and removes clusters while this runs.
     const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(AuthorizationV1Api));
     this.#cache = new CachedLookup({
-      metric: "subject_access_review",
-      dependency: SAR_DEPENDENCY,
-      question: "SubjectAccessReview",
+      ...SAR_CACHE,
       maxEntries: options.maxEntries,
       ttlMs: options.allowTtlMs,
       // Answered by a server the cluster no longer is (re-pointed or removed meanwhile): never cached.
