@@ -11,7 +11,7 @@ import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import type { DependencyCall } from "../src/metrics/events.ts";
-import { connectPorts } from "../src/server/app.ts";
+import { connectPorts } from "../src/server/ports.ts";
 import { createLogging } from "../src/server/logging.ts";
 import { startFundamentWorld, users, waitFor } from "../test/e2e/fundament-world.ts";
 import { startTestServer, testConfig } from "../test/support/server.ts";

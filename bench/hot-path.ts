@@ -21,7 +21,7 @@ import pino from "pino";
 import { createChecker } from "../src/authz/check.ts";
 import { configSchema } from "../src/config/schema.ts";
 import { authorizationService, checkService } from "../src/envoy/protos.ts";
-import { policiesFor } from "../src/server/app.ts";
+import { policiesFor } from "../src/server/policies.ts";
 import { createLogging } from "../src/server/logging.ts";
 import { createMetrics } from "../src/metrics/prometheus.ts";
 import { SECRET } from "../test/support/tokens.ts";

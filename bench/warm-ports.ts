@@ -10,7 +10,7 @@ import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
 import type { AccessAttributes, Installation, MintedToken } from "../src/authz/ports.ts";
 import { CachedLookup } from "../src/cache/cached-lookup.ts";
 import { canViewKey } from "../src/fga/can-view.ts";
-import type { Ports } from "../src/server/app.ts";
+import type { PolicyPorts, PortsRuntime } from "../src/server/ports.ts";
 import { type SafeHeaderValue, safeHeaderValue } from "../src/headers/mutations.ts";
 import { tokenKey } from "../src/kube/service-account-tokens.ts";
 import { reviewKey } from "../src/kube/user-access-review.ts";
@@ -33,7 +33,7 @@ function warmLookup<V extends {}, C>(metric: string, maxEntries: number, answer:
   return new CachedLookup<V, C>({ metric, dependency: "bench", question: metric, maxEntries, ttlMs: WARM_TTL_MS, ask: async (context) => ({ value: answer(context) }) });
 }
 
-export function warmPorts(world: BenchWorld): Ports {
+export function warmPorts(world: BenchWorld): PolicyPorts & PortsRuntime {
   const saToken = constantServiceAccountToken();
   const clusterIds = new Set(world.clusterIds);
   const installations = new Map<string, Installation>(world.installations.map((i) => [i.uid, i]));

@@ -35,8 +35,6 @@ const UPWARD = {
   "fga -> authz": "ports",
   // The audit line's record is the Decision's; the policies write it (items 1-2 of issue 44).
   "audit -> authz": "the Decision's type",
-  // Composition inside an adapter folder (item 5 of issue 44 moves it to server/).
-  "konfidence -> authz": "konfidence/wiring.ts composes the policy",
   // check.ts reads and answers Envoy's messages; the policies read the request's type.
   "authz -> envoy": "CheckRequest/CheckResponse",
   // The Check span reads Envoy's headers (tracedChecks would belong to the envoy adapter).

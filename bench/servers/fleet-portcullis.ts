@@ -12,7 +12,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import pino from "pino";
 import { loadConfigForStart } from "../../src/config/load.ts";
-import { connectPorts, startServer } from "../../src/server/app.ts";
+import { startServer } from "../../src/server/app.ts";
+import { connectPorts } from "../../src/server/ports.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { startWatchdog } from "../../src/server/watchdog.ts";
 import { announceReady, reportMemoryOnSignal } from "./common.ts";
@@ -41,7 +42,7 @@ const syncedClusters = () => ports.indexSizes().filter((s) => s.index === "plugi
 const expected = Number(values["expect-clusters"]);
 while (syncedClusters() < expected || !ports.ready()) await sleep(20);
 const syncMs = performance.now() - started;
-const server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
+const server = await startServer({ config, ports, runtime: ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
 reportMemoryOnSignal(values["memory-file"], () => ({ syncedClusters: syncedClusters() }));
 announceReady(values["ready-file"], { port: server.grpcPort, adminPort: server.adminPort, syncMs, syncedClusters: syncedClusters() });
 

@@ -16,7 +16,8 @@ import { configSchema } from "../../src/config/schema.ts";
 import { OidcProviders } from "../../src/konfidence/oidc.ts";
 import { ProjectStore } from "../../src/konfidence/project-index.ts";
 import { ProviderHttp } from "../../src/konfidence/provider-http.ts";
-import { connectPorts, type Ports, startServer } from "../../src/server/app.ts";
+import { startServer } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { startWatchdog } from "../../src/server/watchdog.ts";
 import { konfidenceScenario } from "../../test/konfidence/scenario.ts";
@@ -66,7 +67,7 @@ const config = configSchema.parse({
 const logging = createLogging(config.logLevel);
 // As serve.ts starts it (on by default): its process is part of what a replica holds in memory (rssOf counts children).
 if (config.watchdog.enabled) startWatchdog({ timeoutMs: config.watchdog.timeoutMs, logger: logging.logger });
-let ports: Ports;
+let ports: ConnectedPorts;
 if (realPorts) {
   ports = await connectPorts(config, logging.logger);
   while (!ports.ready()) await sleep(50);
@@ -92,7 +93,7 @@ if (konfidence !== undefined) {
   });
   ports = { ...ports, konfidence: { projects: store, workloadTokens } };
 }
-const server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
+const server = await startServer({ config, ports, runtime: ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
 reportMemoryOnSignal(args.memoryFile);
 const profiler = profileOnSignal(args.profileFile);
 announceReady(args.readyFile, { port: server.grpcPort, adminPort: server.adminPort });

@@ -3,7 +3,8 @@
  * With `workers: N` (N > 1) this process is the primary and N forked workers serve (workers.ts).
  */
 import { loadConfigForStart } from "../config/load.ts";
-import { connectPorts, startServer } from "../server/app.ts";
+import { startServer } from "../server/app.ts";
+import { connectPorts } from "../server/ports.ts";
 import { createLogging } from "../server/logging.ts";
 import { startWatchdog } from "../server/watchdog.ts";
 import { abandonStart, isWorker, reportListening, superviseWorkers } from "../server/workers.ts";
@@ -40,7 +41,7 @@ export async function serve(configPath: string): Promise<void> {
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
     const ports = await connectPorts(config, logging.logger);
-    server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
+    server = await startServer({ config, ports, runtime: ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
   } catch (err) {
     // A port taken (EADDRINUSE), a secret missing: logged here, and main ends the process — the
     // watches and timers already started must not keep a server that never listened alive.

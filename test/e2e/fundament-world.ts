@@ -17,7 +17,7 @@ import {
 } from "@kubernetes/client-node";
 import { OpenFgaClient } from "@openfga/sdk";
 import { Agent, fetch as undiciFetch } from "undici";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { applyManifests, kubeConfig, startKubeApiserver, startOpenFGA, type KubeApiserver, type OpenFGA } from "../harness/index.ts";
 import type { Config } from "../../src/config/schema.ts";
@@ -74,7 +74,7 @@ export interface FundamentWorld {
   readonly fga: OpenFGA;
   readonly admin: KubeConfig;
   readonly fgaClient: OpenFgaClient;
-  readonly ports: Ports;
+  readonly ports: ConnectedPorts;
   readonly portcullis: TestServer;
   /** What portcullis runs with (a second replica can be started from it). */
   readonly config: Config;

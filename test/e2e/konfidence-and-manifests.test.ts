@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { applyManifests, rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
 import { KUSTOMIZATIONS, kustomize, kustomizeYaml } from "../support/kustomize.ts";
@@ -22,7 +22,7 @@ const PROJECTS = "/apis/konfidence.cloud/v1alpha1/projects";
 let api: KubeApiserver;
 let ci: LocalProvider;
 let ciKey: SigningKey;
-let ports: Ports;
+let ports: ConnectedPorts;
 let server: TestServer;
 let dir: string;
 

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { applyManifests, rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
 import { kustomizeYaml } from "../support/kustomize.ts";
@@ -31,7 +31,7 @@ let first: KubeApiserver;
 let second: KubeApiserver;
 let ci: LocalProvider;
 let ciKey: SigningKey;
-let ports: Ports;
+let ports: ConnectedPorts;
 let server: TestServer;
 let dir: string;
 

@@ -16,7 +16,7 @@ import pino from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.ts";
 import { envoyBootstrap } from "../../src/deploy/envoy-config.ts";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { applyManifests, rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { PINNED_HASH, pluginToken } from "../support/tokens.ts";
@@ -29,7 +29,7 @@ const REGISTERED = "9a9a9a9a-0000-4000-8000-00000000009a";
 const DOMAIN = "svc.registered-1.mesh.internal";
 
 let api: KubeApiserver;
-let ports: Ports;
+let ports: ConnectedPorts;
 let portcullis: TestServer;
 let runtime: Server;
 let runtimePort: number;

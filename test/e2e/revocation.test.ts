@@ -11,7 +11,7 @@ import { CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { REVOCATIONS } from "../../src/authz/revocations.ts";
 import { revocationObject } from "../../src/cli/revoke.ts";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { installationServiceConstructor } from "../../src/server/installation-service.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { cli } from "../cli/run.ts";
@@ -20,7 +20,7 @@ import { ids, pluginToken } from "../support/tokens.ts";
 import { startFundamentWorld, type FundamentWorld, users, waitFor } from "./fundament-world.ts";
 
 let world: FundamentWorld;
-let secondPorts: Ports;
+let secondPorts: ConnectedPorts;
 let second: TestServer;
 let manifests: grpc.Client;
 

@@ -15,7 +15,7 @@ import { CLUSTER_TYPE_URL, registeredClusterResource } from "../../src/envoy/clu
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 import { registeredEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
 import type { Clusters } from "../../src/kube/clusters.ts";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import pino from "pino";
 import { rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
@@ -40,7 +40,7 @@ interface Response {
 }
 
 let api: KubeApiserver;
-let ports: Ports;
+let ports: ConnectedPorts;
 let portcullis: TestServer;
 let client: grpc.Client;
 /** The lines portcullis's ports (the registry, CDS) log. */

@@ -23,7 +23,7 @@ import { KUBE_API_CLUSTER_HEADER } from "../../src/authz/kube-api-upstream.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { CLUSTER_TYPE_URL } from "../../src/envoy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { ids, userToken } from "../support/tokens.ts";
@@ -51,7 +51,7 @@ interface Endpoint {
 
 let first: KubeApiserver;
 let second: KubeApiserver;
-let ports: Ports;
+let ports: ConnectedPorts;
 let portcullis: TestServer;
 let cdsClient: grpc.Client;
 

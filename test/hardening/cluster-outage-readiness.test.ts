@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Ports } from "../../src/server/app.ts";
+import type { ConnectedPorts } from "../../src/server/ports.ts";
 import { ids, PINNED_HASH, pluginToken } from "../support/tokens.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
 import { startWired, until, type Wired } from "../support/wire-fakes/wired.ts";
@@ -37,7 +37,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function answers(ports: Ports, cluster: string, installation: string): boolean {
+function answers(ports: ConnectedPorts, cluster: string, installation: string): boolean {
   try {
     ports.installations.byUid(cluster, installation);
     return true;

@@ -21,7 +21,7 @@ import { REASONS } from "../../src/authz/reasons.ts";
 import type { CheckRequestMessage } from "../../src/envoy/check-request.ts";
 import { type CheckResponseMessage, OVERWRITE_IF_EXISTS_OR_ADD } from "../../src/envoy/check-response.ts";
 import { externalAuthRoot } from "../../src/envoy/protos.ts";
-import { policiesFor } from "../../src/server/app.ts";
+import { policiesFor } from "../../src/server/policies.ts";
 import type { CheckResponse } from "../support/envoy.ts";
 import { FakeWorld, installation } from "../support/fakes.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { Clusters } from "../../src/kube/clusters.ts";
 import { InstallationIndex } from "../../src/kube/installation-index.ts";
 import { startTestServer, type TestServer } from "../support/server.ts";
@@ -27,7 +27,7 @@ const PODS = `/clusters/${ids.cluster}/api/v1/namespaces/team-a/pods`;
 let dir: string;
 let kube: FakeKubeApi;
 let openfga: FakeOpenFga;
-let ports: Ports;
+let ports: ConnectedPorts;
 let index: InstallationIndex;
 let server: TestServer;
 

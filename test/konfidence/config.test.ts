@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseConfig } from "../../src/config/load.ts";
 import { DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence/permissions.ts";
-import { providerTrust } from "../../src/konfidence/wiring.ts";
+import { providerTrust } from "../../src/server/konfidence-ports.ts";
 
 const BASE = `
 tokens: { secrets: [{ env: X }] }

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configSchema } from "../../src/config/schema.ts";
-import { policiesFor } from "../../src/server/app.ts";
+import { policiesFor } from "../../src/server/policies.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { ids } from "../support/tokens.ts";
 import { KonfidenceWorld, mintToken, PLATFORM, PLATFORM_ISSUER, project } from "./fakes.ts";

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KonfidencePorts } from "../../src/konfidence/ports.ts";
 import { ProjectStore } from "../../src/konfidence/project-index.ts";
-import { connectVerifiers, providerTrust, type Verifiers } from "../../src/konfidence/wiring.ts";
+import { connectVerifiers, providerTrust, type Verifiers } from "../../src/server/konfidence-ports.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { project } from "./fakes.ts";

@@ -23,7 +23,7 @@ import { ClusterRegistry, type ClusterFleet } from "../../src/kube/cluster-regis
 import { type ClusterCredentials, Clusters } from "../../src/kube/clusters.ts";
 import type { InstallationIndex } from "../../src/kube/installation-index.ts";
 import { createMetrics } from "../../src/metrics/prometheus.ts";
-import { connectPorts, type Ports } from "../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { processReadiness } from "../../src/server/readiness.ts";
 import { applyManifests, type KubeApiserver, rawRequest, startKubeApiserver } from "../harness/index.ts";
 import { CRD_FILES } from "../e2e/fundament-world.ts";
@@ -39,7 +39,7 @@ const INSTALLATION = { name: "cert-manager", hash: `sha256:${"a".repeat(64)}` };
 
 let management: KubeApiserver;
 let target: KubeApiserver;
-let ports: Ports;
+let ports: ConnectedPorts;
 /** Made before any Secret is applied, so that its counters see every registry event. */
 let metrics: ReturnType<typeof createMetrics>;
 let installationUid: string;

@@ -29,7 +29,7 @@ import type { CheckResponseMessage } from "../../src/envoy/check-response.ts";
 import { kubePathOf, parseGatewayPath } from "../../src/kube/gateway-path.ts";
 import { requestInfoFor, type RequestInfo } from "../../src/kube/request-info.ts";
 import { requesterChecks, UNSAFE_DELETE_OPTION } from "../../src/kube/requester-checks.ts";
-import { policiesFor } from "../../src/server/app.ts";
+import { policiesFor } from "../../src/server/policies.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { testConfig } from "../support/server.ts";
 import { ids, pluginToken } from "../support/tokens.ts";

@@ -1,17 +1,18 @@
 /**
  * The deny-list's wiring (FUN-17 §10): without a `revocations` section there is none (the operator's
- * documented choice, warned at start); with one, a Ports that does not carry it is refused rather
+ * documented choice, warned at start); with one, a PolicyPorts that does not carry it is refused rather
  * than served as "nothing is revoked".
  */
 import { describe, expect, it } from "vitest";
 import { NO_REVOCATIONS } from "../../src/authz/revocations.ts";
-import { policiesFor, revocationListFor, type Ports } from "../../src/server/app.ts";
+import { policiesFor, revocationListFor } from "../../src/server/policies.ts";
+import type { PolicyPorts } from "../../src/server/ports.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { testConfig } from "../support/server.ts";
 
-function portsWithoutRevocations(): Ports {
+function portsWithoutRevocations(): PolicyPorts {
   const world = new FakeWorld();
-  return Object.assign(world, { revocations: undefined }) as unknown as Ports;
+  return Object.assign(world, { revocations: undefined }) as unknown as PolicyPorts;
 }
 
 describe("the revocation list the policies consult", () => {
@@ -21,7 +22,7 @@ describe("the revocation list the policies consult", () => {
     { name: "configured but not connected", configured: true, connected: false, expected: "refused" },
   ])("$name → $expected", ({ configured, connected, expected }) => {
     const config = testConfig(configured ? { revocations: {} } : {});
-    const ports = connected ? (new FakeWorld() as unknown as Ports) : portsWithoutRevocations();
+    const ports = connected ? (new FakeWorld() as unknown as PolicyPorts) : portsWithoutRevocations();
     if (expected === "refused") {
       expect(() => revocationListFor(config, ports)).toThrow(/revocations is configured/);
       expect(() => policiesFor(config, ports)).toThrow(/revocations is configured/);

@@ -9,7 +9,7 @@ import { kubeApiEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
 import type { AccessAttributes, Installation } from "../../src/authz/ports.ts";
 import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/authz/revocations.ts";
 import { safeHeaderValue } from "../../src/headers/mutations.ts";
-import type { Ports } from "../../src/server/app.ts";
+import type { PolicyPorts } from "../../src/server/ports.ts";
 import { ids, PINNED_HASH } from "./tokens.ts";
 
 export type Answer<T> = T | "unavailable" | { delayMs: number; value: T | "unavailable" };
@@ -37,7 +37,7 @@ export function installation(overrides: Partial<Installation> = {}): Installatio
   };
 }
 
-export class FakeWorld implements Ports {
+export class FakeWorld implements PolicyPorts {
   calls: string[] = [];
   audits: PluginRequestAudit[] = [];
   clusterIds = new Set<string>([ids.cluster]);
@@ -100,7 +100,4 @@ export class FakeWorld implements Ports {
     pluginRequest: (line: PluginRequestAudit) => void this.audits.push(line),
     pluginTokenReplay: (line: PluginTokenReplayAudit) => void this.replays.push(line),
   };
-  ready = () => this.indexSynced;
-  indexSizes = () => [];
-  stop = async () => {};
 }

@@ -2,7 +2,8 @@
 import { Writable } from "node:stream";
 import { configSchema, type Config } from "../../src/config/schema.ts";
 import { authorizationClient } from "../../src/envoy/protos.ts";
-import { startServer, type Ports, type RunningServer } from "../../src/server/app.ts";
+import { startServer, type RunningServer } from "../../src/server/app.ts";
+import type { PolicyPorts, PortsRuntime } from "../../src/server/ports.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { type CheckResponse, envoyCheckRequest, type RequestSpec, summarize } from "./envoy.ts";
 import { requestModeConfig, toRequestMode, withoutCorsHeaders } from "./request-mode.ts";
@@ -41,8 +42,18 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
+/**
+ * Ports a test server runs over: what the policies read, and of the runtime what the test needs
+ * (real ports carry all of it); the rest is always ready, has no indexes and nothing to stop.
+ */
+export type TestPorts = PolicyPorts & Partial<PortsRuntime>;
+
+function runtimeOf(ports: TestPorts): PortsRuntime {
+  return { ready: () => true, indexSizes: () => [], stop: async () => {}, ...ports };
+}
+
 /** `echo` also writes every log line to stdout (the local stack shows them). */
-export async function startTestServer(ports: Ports, given: Config = testConfig(), options: { echo?: boolean } = {}): Promise<TestServer> {
+export async function startTestServer(ports: TestPorts, given: Config = testConfig(), options: { echo?: boolean } = {}): Promise<TestServer> {
   // A *.request-mode.test.ts run: request mode, CheckRequests without context_extensions (request-mode.ts).
   const config = requestModeConfig(given);
   const chunks: string[] = [];
@@ -54,7 +65,7 @@ export async function startTestServer(ports: Ports, given: Config = testConfig()
     },
   });
   const logging = createLogging(config.logLevel, sink);
-  const server = await startServer({ config, ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
+  const server = await startServer({ config, ports, runtime: runtimeOf(ports), logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });
   const client = authorizationClient(`127.0.0.1:${server.grpcPort}`);
   // Audit lines are written in batches (src/server/logging.ts); a test reads them as soon as the check is answered.
   const rawLog = () => {

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
 import type { Config } from "../../../src/config/schema.ts";
-import { connectPorts, type Ports } from "../../../src/server/app.ts";
+import { connectPorts, type ConnectedPorts } from "../../../src/server/ports.ts";
 import { startTestServer, testConfig, type TestServer } from "../server.ts";
 import { ids, PINNED_HASH } from "../tokens.ts";
 import { FakeKubeApi } from "./kube-apiserver.ts";
@@ -18,7 +18,7 @@ export interface Wired {
   readonly openfga: FakeOpenFga;
   readonly kube: FakeKubeApi;
   readonly config: Config;
-  readonly ports: Ports;
+  readonly ports: ConnectedPorts;
   readonly server: TestServer;
   /** What connectPorts logged (the index's watch restarts go to this logger). */
   readonly portLog: () => string;
@@ -91,7 +91,7 @@ export async function startWired(overrides: Record<string, unknown> = {}, option
  * Whether the cluster's installation index answers right now. Readiness (`ports.ready()`) only
  * says it synced once; lookups are what refuse a view that may be stale.
  */
-export function indexAnswers(ports: Ports): boolean {
+export function indexAnswers(ports: ConnectedPorts): boolean {
   try {
     ports.installations.byUid(ids.cluster, ids.installation);
     return true;

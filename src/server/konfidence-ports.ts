@@ -1,20 +1,17 @@
 /**
- * The konfidence-api wiring: the real ports (the Project watch, OIDC providers, the session
- * provider) and the policy, from the `konfidence` configuration section.
+ * Konfidence's ports, from the `konfidence` configuration section: the Project watch, the OIDC
+ * providers and the session provider (its policy is composed in policies.ts).
  */
 import { readFileSync } from "node:fs";
 import type { Logger } from "pino";
-import { discoveryEndpoint } from "./discovery-url.ts";
-import { OidcProviders } from "./oidc.ts";
-import { compilePermissions, compileRoutes, type PermissionMatrix, type RouteSpec } from "./permissions.ts";
-import type { KonfidencePorts } from "./ports.ts";
-import { ProjectIndex } from "./project-index.ts";
-import { ProviderHttp } from "./provider-http.ts";
-import { RegisteredProjects } from "./registered-projects.ts";
-import { OidcSessions } from "./session.ts";
-import type { ProviderTrust } from "./subjects.ts";
-import { konfidenceApi } from "../authz/policies/konfidence-api.ts";
-import type { Policy } from "../authz/policy.ts";
+import { discoveryEndpoint } from "../konfidence/discovery-url.ts";
+import { OidcProviders } from "../konfidence/oidc.ts";
+import type { KonfidencePorts } from "../konfidence/ports.ts";
+import { ProjectIndex } from "../konfidence/project-index.ts";
+import { ProviderHttp } from "../konfidence/provider-http.ts";
+import { RegisteredProjects } from "../konfidence/registered-projects.ts";
+import { OidcSessions } from "../konfidence/session.ts";
+import type { ProviderTrust } from "../konfidence/subjects.ts";
 import { ConfigError } from "../config/load.ts";
 import type { KonfidenceConfig } from "../config/konfidence-schema.ts";
 import { type Cluster, Clusters } from "../kube/clusters.ts";
@@ -100,21 +97,6 @@ export function providerTrust(providers: KonfidenceConfig["providers"]): Provide
   if (providers.trust === "any-https") return () => true;
   const listed = new Set(providers.allowList.map((url) => discoveryEndpoint(url)!));
   return (endpoint) => listed.has(endpoint);
-}
-
-export function konfidencePolicy(config: KonfidenceConfig, ports: KonfidencePorts | undefined): Policy {
-  if (ports === undefined) throw new TypeError("konfidence is configured but its ports are not connected");
-  const s = config.session;
-  return konfidenceApi({
-    routes: compileRoutes(config.routes as readonly RouteSpec[]),
-    permissions: compilePermissions(config.permissions as PermissionMatrix),
-    projects: ports.projects,
-    workloadTokens: ports.workloadTokens,
-    platformAudiences: config.providers.platformAudiences,
-    ...(s === undefined || ports.sessions === undefined
-      ? {}
-      : { session: { tokens: ports.sessions, credential: s.cookie !== undefined ? { cookie: s.cookie, cookieOrigins: new Set(s.cookieOrigins) } : { header: s.header! } } }),
-  });
 }
 
 async function projectCluster(config: KonfidenceConfig, clusters: Clusters): Promise<Cluster> {
