@@ -13,10 +13,10 @@
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { configSchema } from "../../src/config/schema.ts";
-import { OidcProviders } from "../../src/konfidence/oidc.ts";
 import { ProjectStore } from "../../src/konfidence/project-index.ts";
 import { ProviderHttp } from "../../src/konfidence/provider-http.ts";
 import { startServer } from "../../src/server/app.ts";
+import { oidcProviders } from "../../src/server/konfidence-ports.ts";
 import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { createLogging } from "../../src/server/logging.ts";
 import { startWatchdog } from "../../src/server/watchdog.ts";
@@ -80,17 +80,7 @@ if (konfidence !== undefined) {
   const store = new ProjectStore(() => true);
   for (const p of konfidenceScenario({ projects: konfidence.projects, providers: konfidence.providers }).projects) store.put(p);
   const p = config.konfidence!.providers;
-  const workloadTokens = new OidcProviders({
-    http: new ProviderHttp({ ca: konfidence.ca, timeoutMs: p.timeoutMs, maxResponseBytes: p.maxResponseBytes }),
-    discoveryTtlMs: p.discoveryTtlMs,
-    jwksCooldownMs: p.jwksCooldownMs,
-    jwksMaxAgeMs: p.jwksMaxAgeMs,
-    timeoutMs: p.timeoutMs,
-    clockToleranceSeconds: p.clockToleranceSeconds,
-    verifiedCacheMaxEntries: p.verifiedCacheMaxEntries,
-    failureBackoffInitialMs: p.failureBackoffInitialMs,
-    failureBackoffMaxMs: p.failureBackoffMaxMs,
-  });
+  const workloadTokens = oidcProviders(p, new ProviderHttp({ ca: konfidence.ca, timeoutMs: p.timeoutMs, maxResponseBytes: p.maxResponseBytes }));
   ports = { ...ports, konfidence: { projects: store, workloadTokens } };
 }
 const server = await startServer({ config, ports, runtime: ports, logger: logging.logger, audit: logging.audit, flushLogs: logging.flush });

@@ -58,15 +58,9 @@ export interface Verifiers {
   close(): Promise<void>;
 }
 
-/** Token verification over the configured providers: one connection pool, limits and CA for all of them. */
-export function connectVerifiers(config: KonfidenceConfig): Verifiers {
-  const { providers: p } = config;
-  const http = new ProviderHttp({
-    ...(p.caFile === undefined ? {} : { ca: readCa(p.caFile) }),
-    timeoutMs: p.timeoutMs,
-    maxResponseBytes: p.maxResponseBytes,
-  });
-  const oidc = new OidcProviders({
+/** The OIDC providers' discovery, JWKS and verified-token cache, as `konfidence.providers` configures them, over `http`. */
+export function oidcProviders(p: KonfidenceConfig["providers"], http: ProviderHttp): OidcProviders {
+  return new OidcProviders({
     http,
     discoveryTtlMs: p.discoveryTtlMs,
     jwksCooldownMs: p.jwksCooldownMs,
@@ -77,6 +71,17 @@ export function connectVerifiers(config: KonfidenceConfig): Verifiers {
     failureBackoffInitialMs: p.failureBackoffInitialMs,
     failureBackoffMaxMs: p.failureBackoffMaxMs,
   });
+}
+
+/** Token verification over the configured providers: one connection pool, limits and CA for all of them. */
+export function connectVerifiers(config: KonfidenceConfig): Verifiers {
+  const { providers: p } = config;
+  const http = new ProviderHttp({
+    ...(p.caFile === undefined ? {} : { ca: readCa(p.caFile) }),
+    timeoutMs: p.timeoutMs,
+    maxResponseBytes: p.maxResponseBytes,
+  });
+  const oidc = oidcProviders(p, http);
   const s = config.session;
   const sessions =
     s === undefined
