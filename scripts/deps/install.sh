@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Provides the pinned binaries the integration tests run for real: OpenFGA,
-# kube-apiserver, etcd and tini (the image's init); egctl, helm and the Gateway API, Envoy Gateway
+# kube-apiserver, etcd and tini (the image's init); egctl, helm, Istio's pilot-discovery and the Gateway API, Envoy Gateway
 # and Istio CRDs for the gateway manifests' tests. They are cached outside the repo, keyed by version,
 # so a warm run only checks that the files exist. Also installs jemalloc (Debian's libjemalloc2),
 # the allocator portcullis ships with (src/cli/node-flags.ts), where the system has none: it is
@@ -10,7 +10,7 @@
 #   source "${PORTCULLIS_CACHE:-$HOME/.cache/portcullis}/env"
 #
 # Only package registries are reachable here (no release downloads), hence:
-# OpenFGA, kube-apiserver, egctl and helm are compiled from the Go module proxy (the
+# OpenFGA, kube-apiserver, egctl, helm and pilot-discovery are compiled from the Go module proxy (the
 # CRD files come from the same modules), etcd and
 # tini come from Debian's packages.
 set -euo pipefail
@@ -33,6 +33,10 @@ GATEWAY_API_VERSION=v1.6.1
 ISTIO_API_VERSION=v1.32.0
 # Renders and lints deploy/helm/portcullis in the tests (cold build: about 2 min).
 HELM_VERSION=v3.21.4
+# Istio's control plane (istio.io/istio's pilot): its own Gateway API -> xDS generation, served over
+# ADS to test/deploy/istio-pilot-xds.test.ts (cold build: about 5 min). A master pseudo-version: the
+# proxy refuses the 1.28.0 release tag's zip (403).
+ISTIO_PILOT_VERSION=v0.0.0-20260827124520-eed52ebb66ad
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 K8S_MODULE_DIR="$HERE/kube-apiserver"
@@ -48,6 +52,7 @@ TINI_BIN="$BIN/tini-$TINI_VERSION"
 KUSTOMIZE_BIN="$BIN/kustomize-$KUSTOMIZE_VERSION"
 EGCTL_BIN="$BIN/egctl-$ENVOY_GATEWAY_VERSION"
 HELM_BIN="$BIN/helm-$HELM_VERSION"
+ISTIO_PILOT_BIN="$BIN/pilot-discovery-$ISTIO_PILOT_VERSION"
 # CRD files copied out of the Go module cache, one directory per module version.
 CRDS="$CACHE/crds"
 GATEWAY_API_CRDS="$CRDS/gateway-api-$GATEWAY_API_VERSION"
@@ -156,6 +161,17 @@ install_egctl() {
   run_with_progress egctl env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
     go install -trimpath -ldflags="-s -w" "github.com/envoyproxy/gateway/cmd/egctl@$ENVOY_GATEWAY_VERSION"
   mv "$tmp/egctl" "$EGCTL_BIN"
+  rmdir "$tmp"
+}
+
+install_istio_pilot() {
+  [[ -x "$ISTIO_PILOT_BIN" ]] && { log "pilot-discovery $ISTIO_PILOT_VERSION: cached"; return; }
+  need_go
+  log "pilot-discovery $ISTIO_PILOT_VERSION: building from the Go module proxy (cold: about 5 min)"
+  local tmp; tmp="$(mktemp -d "$BIN/.pilot.XXXXXX")"
+  run_with_progress pilot-discovery env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
+    go install -trimpath -ldflags="-s -w" "istio.io/istio/pilot/cmd/pilot-discovery@$ISTIO_PILOT_VERSION"
+  mv "$tmp/pilot-discovery" "$ISTIO_PILOT_BIN"
   rmdir "$tmp"
 }
 
@@ -277,6 +293,7 @@ main() {
   install_kustomize
   install_egctl
   install_helm
+  install_istio_pilot
   install_crds
 
   cat >"$CACHE/env" <<EOF
@@ -288,6 +305,7 @@ export PORTCULLIS_REQUESTINFO_ORACLE_BIN="$REQUESTINFO_ORACLE_BIN"
 export PORTCULLIS_KUSTOMIZE_BIN="$KUSTOMIZE_BIN"
 export PORTCULLIS_EGCTL_BIN="$EGCTL_BIN"
 export PORTCULLIS_HELM_BIN="$HELM_BIN"
+export PORTCULLIS_ISTIO_PILOT_BIN="$ISTIO_PILOT_BIN"
 export PORTCULLIS_GATEWAY_API_CRDS="$GATEWAY_API_CRDS"
 export PORTCULLIS_ENVOY_GATEWAY_CRDS="$ENVOY_GATEWAY_CRDS"
 export PORTCULLIS_ISTIO_CRDS="$ISTIO_CRDS"

@@ -15,6 +15,7 @@ const ENV_VARS = {
   kustomize: "PORTCULLIS_KUSTOMIZE_BIN",
   egctl: "PORTCULLIS_EGCTL_BIN",
   helm: "PORTCULLIS_HELM_BIN",
+  istioPilot: "PORTCULLIS_ISTIO_PILOT_BIN",
   // Directories of CRD files, copied from the projects' Go modules.
   gatewayApiCrds: "PORTCULLIS_GATEWAY_API_CRDS",
   envoyGatewayCrds: "PORTCULLIS_ENVOY_GATEWAY_CRDS",
