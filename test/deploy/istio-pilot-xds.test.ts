@@ -335,6 +335,31 @@ describe("Istio's pilot, as the gateway's proxy sees it over ADS", () => {
   });
 });
 
+describe("where Gateway API's prefix match is wider than plain Envoy's", () => {
+  // Gateway API's PathPrefix `/plugins/` is Istio's path_separated_prefix `/plugins`: the bare
+  // prefix reaches the rule too, where plain Envoy's prefix `/plugins/` (the route table's) does not.
+  it("a request on a bare prefix gets the rule's policy from the route table, or none (portcullis's no-policy denial): never another policy", () => {
+    const placed = placeRules(gatewayRoutes(config).routes);
+    const find = routeFinder(buildRouteTable({ envoy: config.envoy!, platform: config.platform }));
+    const vhosts = new Map<string, Json>(routeConfigs.flatMap((rc) => (rc["virtual_hosts"] ?? []).flatMap((vh: Json) => (vh["domains"] as string[]).map((d) => [d, vh] as const))));
+    const other: string[] = [];
+    let probed = 0;
+    for (const { route: r } of placed) {
+      if (r.path.type !== "PathPrefix" || !r.path.value.endsWith("/")) continue;
+      const bare = r.path.value.slice(0, -1);
+      const hit = (vhosts.get(r.host)!["routes"] as Json[]).find((route) => envoyMatches(route["match"], bare));
+      if (hit === undefined) continue;
+      const choice = find(r.host, bare);
+      // The rule Istio reaches for the bare prefix; the table's policy for it must be that rule's, or none.
+      const rule = placed.find((p) => p.route.host === r.host && p.sectionName === hit["name"])!;
+      if (choice.route !== undefined && (choice.route.policy !== rule.route.policy || choice.route.service !== rule.route.service)) other.push(`${r.host}${bare}: ${choice.route.name} (${choice.route.policy}), Istio reaches ${hit["name"]} (${rule.route.policy})`);
+      probed++;
+    }
+    expect(probed).toBeGreaterThan(0);
+    expect(other).toEqual([]);
+  });
+});
+
 /** Envoy's RouteMatch for the path matchers Istio generates (all case-sensitive here). */
 function envoyMatches(match: Json, path: string): boolean {
   expect(match["case_sensitive"]?.value ?? true).toBe(true);
