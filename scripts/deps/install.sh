@@ -7,6 +7,7 @@
 # preloaded by name, so it must be where the dynamic loader looks, as in the image.
 #
 #   bash scripts/deps/install.sh            # build/install what is missing
+#   bash scripts/deps/install.sh --stack    # only what `npm start` runs (jemalloc, etcd, tini, OpenFGA, kube-apiserver)
 #   source "${PORTCULLIS_CACHE:-$HOME/.cache/portcullis}/env"
 #
 # Only package registries are reachable here (no release downloads), hence:
@@ -289,12 +290,15 @@ main() {
   install_tini
   install_openfga
   install_kube_apiserver
-  install_requestinfo_oracle
-  install_kustomize
-  install_egctl
-  install_helm
-  install_istio_pilot
-  install_crds
+  # `--stack`: what `npm start`'s local stack runs, no more (the rest serves the tests only).
+  if [[ "${1:-}" != "--stack" ]]; then
+    install_requestinfo_oracle
+    install_kustomize
+    install_egctl
+    install_helm
+    install_istio_pilot
+    install_crds
+  fi
 
   cat >"$CACHE/env" <<EOF
 export PORTCULLIS_OPENFGA_BIN="$OPENFGA_BIN"
@@ -317,4 +321,4 @@ EOF
 
 # Bash reads a script as it runs it; with main and exit on the last line,
 # editing this file (e.g. a git pull) during a long build cannot derail it.
-main; exit
+main "$@"; exit
