@@ -174,8 +174,16 @@ export const configSchema = z
         authorizationModelId: ulid("an OpenFGA authorization model id").optional().describe("pin a model of the store named by storeId; the store's latest when absent"),
         apiToken: secretSource.optional(),
         timeoutMs: deadlineMs().default(300),
-        allowTtlMs: periodMs().default(5_000),
-        denyTtlMs: periodMs().default(2_000),
+        allowTtlMs: periodMs()
+          .default(5_000)
+          .describe("how long an allowed can_view answer is served while the store's changes are not followed (ReadChanges failing or not caught up)"),
+        denyTtlMs: periodMs().default(2_000).describe("the same for a denied answer"),
+        safetyNetTtlMs: periodMs()
+          .default(60_000)
+          .describe("the longest an answer is kept while ReadChanges is followed and caught up: a tuple change drops it at once, this bounds what the changes might miss"),
+        changesPollMs: periodMs(50)
+          .default(250)
+          .describe("how often the store's ReadChanges is read for tuple changes; a read that fails or is late puts the answers back on allowTtlMs/denyTtlMs"),
         cacheMaxEntries: z.number().int().positive().default(50_000),
       })
       .strict()
@@ -215,12 +223,17 @@ export const configSchema = z
         sar: z
           .object({
             timeoutMs: deadlineMs().default(300),
-            allowTtlMs: periodMs().default(5_000),
-            denyTtlMs: periodMs().default(2_000),
+            allowTtlMs: periodMs()
+              .default(5_000)
+              .describe("how long an allowed review is served while the cluster's RBAC watches are not synced or not caught up"),
+            denyTtlMs: periodMs().default(2_000).describe("the same for a denied review"),
+            safetyNetTtlMs: periodMs()
+              .default(60_000)
+              .describe("the longest a review is kept while the cluster's RBAC watches are synced and caught up: a Role, RoleBinding, ClusterRole or ClusterRoleBinding change drops the reviews it can affect at once, this bounds what RBAC events cannot show (another authorizer, a missed event)"),
             cacheMaxEntries: z.number().int().positive().default(50_000),
           })
           .strict()
-          .default({ timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, cacheMaxEntries: 50_000 }),
+          .default({ timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, safetyNetTtlMs: 60_000, cacheMaxEntries: 50_000 }),
         tokenRequest: z
           .object({
             expirationSeconds: z.number().int().min(600).default(3600),
@@ -242,7 +255,7 @@ export const configSchema = z
       })
       .strict()
       .default({
-        sar: { timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, cacheMaxEntries: 50_000 },
+        sar: { timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, safetyNetTtlMs: 60_000, cacheMaxEntries: 50_000 },
         tokenRequest: { expirationSeconds: 3600, audiences: [], timeoutMs: 500, cacheMaxEntries: 20_000 },
         watch: { inactivityMs: 90_000 },
       }),

@@ -102,6 +102,22 @@ export function publishCacheLookup(cache: string, outcome: string | undefined): 
   if (cacheLookups.hasSubscribers) cacheLookups.publish({ cache, outcome: outcome ?? "unknown" } satisfies CacheLookup);
 }
 
+/** An event dropped a cache's answers it may have changed (issue 45). */
+export interface CacheInvalidation {
+  readonly cache: string;
+  /** The event source: `kube-rbac`, `kube-serviceaccounts`, `openfga-changes`, … */
+  readonly source: string;
+  /** What changed, a closed set per source (`rolebinding`, `serviceaccount-deleted`, `tuple`, …). */
+  readonly cause: string;
+  readonly entries: number;
+}
+
+export const cacheInvalidations = channel("portcullis:cache-invalidation");
+
+export function publishCacheInvalidation(cache: string, source: string, cause: string, entries: number): void {
+  if (cacheInvalidations.hasSubscribers) cacheInvalidations.publish({ cache, source, cause, entries } satisfies CacheInvalidation);
+}
+
 export function publishDependencyCall(dependency: string, seconds: number, ok: boolean): void {
   if (dependencyCalls.hasSubscribers) dependencyCalls.publish({ dependency, seconds, ok } satisfies DependencyCall);
 }

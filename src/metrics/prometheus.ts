@@ -12,6 +12,7 @@ import { subscribe } from "node:diagnostics_channel";
 import { createRequire } from "node:module";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type {
+  CacheInvalidation,
   CacheLookup,
   CheckDecision,
   ClusterRegistryEvent,
@@ -130,6 +131,18 @@ export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState, listSl
       cacheCounts.drain((labels, delta) => this.inc(labels, delta));
     },
   });
+  const invalidations = new Counter({
+    name: "portcullis_cache_invalidations_total",
+    help: "Events that dropped a cache's answers they may have changed, by cache, event source and cause (issue 45)",
+    labelNames: ["cache", "source", "cause"],
+    registers: [registry],
+  });
+  const invalidatedEntries = new Counter({
+    name: "portcullis_cache_invalidated_entries_total",
+    help: "Cached answers dropped by events, by cache and event source",
+    labelNames: ["cache", "source"],
+    registers: [registry],
+  });
   const dependencySeconds = new Histogram({
     name: "portcullis_dependency_duration_seconds",
     help: "Calls to OpenFGA, API servers and OIDC providers",
@@ -215,6 +228,11 @@ export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState, listSl
   subscribe("portcullis:cache", (message) => {
     const m = message as CacheLookup;
     cacheCounts.add(m.cache, m.outcome);
+  });
+  subscribe("portcullis:cache-invalidation", (message) => {
+    const m = message as CacheInvalidation;
+    invalidations.inc({ cache: m.cache, source: m.source, cause: m.cause });
+    invalidatedEntries.inc({ cache: m.cache, source: m.source }, m.entries);
   });
   subscribe("portcullis:dependency", (message) => {
     const m = message as DependencyCall;

@@ -1,0 +1,119 @@
+import { describe, expect, it } from "vitest";
+import { CachedLookup } from "../../src/cache/cached-lookup.ts";
+import type { ChangeFeed } from "../../src/cache/freshness.ts";
+
+/** A lookup on a clock the test moves, whose answers count the questions asked; its scope is the key's first segment. */
+function lookupWith(options: { feed?: ChangeFeed; ttlMs?: number; safetyNetTtlMs?: number } = {}) {
+  let now = 1_000;
+  let asked = 0;
+  let release: (() => void) | undefined;
+  let holdNext = false;
+  const cache = new CachedLookup<string, { key: string }>({
+    metric: "test",
+    dependency: "test",
+    question: "Question",
+    maxEntries: 100,
+    ttlMs: options.ttlMs ?? 5_000,
+    now: () => now,
+    ...(options.feed === undefined ? {} : { freshness: { feed: options.feed, scopeOf: (c) => c.key.split("/")[0]!, safetyNetTtlMs: options.safetyNetTtlMs ?? 60_000 } }),
+    ask: async () => {
+      asked += 1;
+      const answer = `answer ${asked}`;
+      if (holdNext) {
+        holdNext = false;
+        await new Promise<void>((resolve) => (release = resolve));
+      }
+      return { value: answer };
+    },
+  });
+  return {
+    cache,
+    get: (key: string) => cache.lookup(key, { key }),
+    advance: (ms: number) => (now += ms),
+    now: () => now,
+    asked: () => asked,
+    holdNextQuestion: () => (holdNext = true),
+    release: () => release?.(),
+  };
+}
+
+/** A feed whose proof per scope the test sets. */
+function feed(): ChangeFeed & { prove(scope: string, at: number | undefined): void } {
+  const proofs = new Map<string, number | undefined>();
+  return { provenUntil: (scope) => proofs.get(scope), prove: (scope, at) => proofs.set(scope, at) };
+}
+
+describe("CachedLookup freshness", () => {
+  // Served past its own TTL only while its scope's feed proves every change up to within that TTL applied.
+  it.each([
+    { name: "no feed: within the TTL", feed: false, age: 4_999, proofAge: undefined, served: true },
+    { name: "no feed: past the TTL", feed: false, age: 5_001, proofAge: undefined, served: false },
+    { name: "feed not synced: past the TTL", feed: true, age: 5_001, proofAge: undefined, served: false },
+    { name: "feed proven just now: past the TTL", feed: true, age: 30_000, proofAge: 0, served: true },
+    { name: "feed proven within the TTL: past the TTL", feed: true, age: 30_000, proofAge: 4_999, served: true },
+    { name: "feed silent longer than the TTL", feed: true, age: 30_000, proofAge: 5_001, served: false },
+    { name: "feed proven, past the safety net", feed: true, age: 60_001, proofAge: 0, served: false },
+    { name: "feed not synced: within the TTL", feed: true, age: 4_000, proofAge: undefined, served: true },
+  ])("$name", async ({ feed: withFeed, age, proofAge, served }) => {
+    const changes = feed();
+    const l = lookupWith(withFeed ? { feed: changes } : {});
+    expect(await l.get("c1/k")).toBe("answer 1");
+    l.advance(age);
+    changes.prove("c1", proofAge === undefined ? undefined : l.now() - proofAge);
+    expect(await l.get("c1/k")).toBe(served ? "answer 1" : "answer 2");
+  });
+
+  it("a feed's proof is per scope", async () => {
+    const changes = feed();
+    const l = lookupWith({ feed: changes });
+    await l.get("c1/k");
+    await l.get("c2/k");
+    l.advance(10_000);
+    changes.prove("c1", l.now());
+    expect(await l.get("c1/k")).toBe("answer 1");
+    expect(await l.get("c2/k")).toBe("answer 3");
+  });
+
+  it("invalidate drops the answers under its prefix only", async () => {
+    const l = lookupWith();
+    await l.get("c1/ns-a/k");
+    await l.get("c1/ns-b/k");
+    l.cache.invalidate("c1/ns-a/", "test", "change");
+    expect(await l.get("c1/ns-a/k")).toBe("answer 3");
+    expect(await l.get("c1/ns-b/k")).toBe("answer 2");
+  });
+
+  it("an answer in flight when an invalidation covers it reaches its caller but is never served again", async () => {
+    const l = lookupWith();
+    l.holdNextQuestion();
+    const pending = l.get("c1/k");
+    await Promise.resolve();
+    l.cache.invalidate("c1/", "test", "change");
+    l.release();
+    expect(await pending).toBe("answer 1");
+    expect(await l.get("c1/k")).toBe("answer 2");
+    expect(await l.get("c1/k")).toBe("answer 2");
+  });
+
+  it("an answer in flight when an invalidation of another prefix comes is kept", async () => {
+    const l = lookupWith();
+    l.holdNextQuestion();
+    const pending = l.get("c1/k");
+    await Promise.resolve();
+    l.cache.invalidate("c2/", "test", "change");
+    l.release();
+    expect(await pending).toBe("answer 1");
+    expect(await l.get("c1/k")).toBe("answer 1");
+  });
+
+  it("an answer in flight through more invalidations than are remembered is never served again", async () => {
+    const l = lookupWith();
+    l.holdNextQuestion();
+    const pending = l.get("c1/k");
+    await Promise.resolve();
+    for (let i = 0; i < 2_000; i += 1) l.cache.invalidate(`other-${i}/`, "test", "change");
+    l.release();
+    await pending;
+    expect(await l.get("c1/k")).toBe("answer 2");
+  });
+});
