@@ -29,20 +29,26 @@ export function unusableInstallation(
   return undefined;
 }
 
+/** unusableInstallation()'s verdict, reached once: kube-api-proxy's TokenRequest waits on it, its gate 6 reports it. */
+export type InstallationVerdict = Deny | { readonly kind: "usable"; readonly installation: Installation };
+
+export function installationVerdict(installation: Installation | undefined, claims: PluginClaims, allowUnpinned: boolean): InstallationVerdict {
+  return unusableInstallation(installation, claims, allowUnpinned) ?? { kind: "usable", installation: installation! };
+}
+
 /**
  * The installation gate both PluginToken policies run once the remote gates passed: usable (above),
  * and not revoked as it is pinned now — a re-pin since the mint may have moved it onto a revoked
  * plugin version or definition the token's own claims do not name.
  */
 export function installationDenial(
-  installation: Installation | undefined,
+  verdict: InstallationVerdict,
   claims: PluginClaims,
-  options: { readonly allowUnpinned: boolean; readonly revocations: RevocationList; readonly policy: string },
+  options: { readonly revocations: RevocationList; readonly policy: string },
 ): Deny | undefined {
-  const unusable = unusableInstallation(installation, claims, options.allowUnpinned);
-  trace("installation", unusable === undefined ? "usable" : unusable.message);
-  if (unusable !== undefined) return unusable;
-  return revokedDenial(options.revocations, pinnedSubject(installation!, claims.sub), options.policy, "revocation-pinned");
+  trace("installation", verdict.kind === "usable" ? "usable" : verdict.message);
+  if (verdict.kind === "deny") return verdict;
+  return revokedDenial(options.revocations, pinnedSubject(verdict.installation, claims.sub), options.policy, "revocation-pinned");
 }
 
 /**

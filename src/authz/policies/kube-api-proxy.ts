@@ -36,7 +36,7 @@ import { KUBE_API_CLUSTER_HEADER } from "../kube-api-upstream.ts";
 import { parseGatewayPath } from "../../kube/gateway-path.ts";
 import type { RequestInfo } from "../../kube/request-info.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
-import { installationDenial, unusableInstallation } from "../installation.ts";
+import { installationDenial, type InstallationVerdict, installationVerdict } from "../installation.ts";
 import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
@@ -123,16 +123,16 @@ async function otherCarriers(request: HttpRequest, identity: Identified | Deny, 
 
 /**
  * The request carries a PluginToken: it is audited on every outcome, with the index's pin at request
- * time. The installation looked up for that pin is gate 6's, prefetched: unsynced, it rejects (the
- * pin then unknown, "") and is read only at gate 6.
+ * time. The installation looked up for that pin, and whether it is usable, are gate 6's, prefetched:
+ * unsynced, it rejects (the pin then unknown, "") and is read only at gate 6.
  */
-function auditPluginToken(trail: AuditTrail, claims: PluginClaims, deps: KubeApiProxyDeps): Promise<Installation | undefined> {
+function auditPluginToken(trail: AuditTrail, claims: PluginClaims, deps: KubeApiProxyDeps): Promise<InstallationVerdict> {
   trail.pluginToken = claims;
   return prefetch(async () => {
     // Runs now, before the first await: the pin is in the trail before any gate.
     const found = tokenInstallation(claims, deps);
     trail.pinnedDefinitionHash = found?.definitionHash ?? "";
-    return found;
+    return installationVerdict(found, claims, deps.allowUnpinned);
   });
 }
 
@@ -193,7 +193,7 @@ async function pluginRequest(
   clusterId: string,
   kube: KubeRequest,
   claims: PluginClaims,
-  installation: Promise<Installation | undefined>,
+  installation: Promise<InstallationVerdict>,
   deps: KubeApiProxyDeps,
 ): Promise<Decision> {
   // Gate 1, aud=fundament-plugin: identifyFundamentCaller() accepted the token as a PluginToken.
@@ -215,10 +215,10 @@ async function pluginRequest(
   const userMay = prefetch(async () => (known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, kube.attributes) : false));
   const pluginToken = prefetch(async () => {
     if (kube.kind !== "ok") return undefined;
-    const found = await installation;
-    if (unusableInstallation(found, claims, deps.allowUnpinned) !== undefined) return undefined;
+    const verdict = await installation;
+    if (verdict.kind !== "usable") return undefined;
     const sa = pluginServiceAccount(claims.installationName);
-    return deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, found!.uid);
+    return deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, verdict.installation.uid);
   });
 
   // Gate 3: OpenFGA can_view on (user, cluster).

@@ -15,7 +15,7 @@ import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
 import { trace, traceVerdict } from "../trace.ts";
 import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../ports.ts";
-import { installationDenial } from "../installation.ts";
+import { installationDenial, installationVerdict } from "../installation.ts";
 import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
@@ -96,7 +96,7 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       if (!traceVerdict("cluster-known", deps.clusters.has(claims.clusterId))) return deny("unknown-cluster", "no such cluster");
       // Routing, not a seed gate: the upstream is named after the installation, so it must still be the
       // one the token was minted for (a reinstall under the same name has a new uid) and not be going away.
-      const installation = deps.installations.byUid(claims.clusterId, claims.installationId);
+      const installation = installationVerdict(deps.installations.byUid(claims.clusterId, claims.installationId), claims, deps.allowUnpinned);
       const unavailable = installationDenial(installation, claims, { ...deps, policy: "plugin-proxy" });
       if (unavailable !== undefined) return unavailable;
 
