@@ -1,7 +1,8 @@
 /**
  * The Kubernetes request behind a kube-api-proxy gateway path, read once, as kube-apiserver would
  * read it, into the one value every later step uses: which credentials count (a proxy subresource
- * relays pages), what the user's SubjectAccessReview asks, what the audit line says. Pure.
+ * relays pages), what the audit line says, and what the user's SubjectAccessReview asks
+ * (reviewAttributes(), built only for the PluginToken requests that are reviewed). Pure.
  *
  *  - `not-found`: the path is not under a root an API server serves (gateway-path.ts).
  *  - `bad-request`: kube-apiserver would refuse it before any authorization — in the path itself
@@ -10,7 +11,7 @@
  *    answers itself (`/api/v1/watch` with nothing after it), a name longer than Kubernetes can
  *    store. No review or TokenRequest is sent for such a request (a name Kubernetes could never
  *    store would otherwise be reviewed and held in a cache key).
- *  - `ok`: the RequestInfo and the attributes the user's review asks.
+ *  - `ok`: the RequestInfo.
  */
 import type { AccessAttributes } from "./ports.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
@@ -21,7 +22,7 @@ import { invalidRequestTimeout } from "../kube/request-timeout.ts";
 import { requesterChecks } from "../kube/requester-checks.ts";
 
 export type KubeRequest =
-  | { readonly kind: "ok"; readonly info: RequestInfo; readonly attributes: readonly AccessAttributes[] }
+  | { readonly kind: "ok"; readonly info: RequestInfo }
   | { readonly kind: "not-found" }
   | {
       readonly kind: "bad-request";
@@ -41,7 +42,7 @@ export function readKubeRequest(request: Pick<HttpRequest, "method" | "query" | 
   const refused =
     request.targetError ?? invalidRequestTimeout(request.query) ?? (info.isResourceRequest ? info.parseError : undefined) ?? oversizedField(info);
   if (refused !== undefined) return { kind: "bad-request", detail: refused, inPath: false, asked: info };
-  return { kind: "ok", info, attributes: accessAttributes(info, request) };
+  return { kind: "ok", info };
 }
 
 /** What was asked, as Node reads it: the audit line's, and what decides whether the request relays pages. */
@@ -54,7 +55,7 @@ export function askedOf(kube: KubeRequest): RequestInfo | undefined {
  * portforward needs both get and create, Kubernetes ≥ 1.35), then what kube-apiserver authorizes
  * inside its handlers for the requester, here the plugin's ServiceAccount (requester-checks.ts).
  */
-function accessAttributes(info: RequestInfo, request: Pick<HttpRequest, "query" | "headers">): AccessAttributes[] {
+export function reviewAttributes(info: RequestInfo, request: Pick<HttpRequest, "query" | "headers">): AccessAttributes[] {
   const own = authorizationVerbsFor(info).map((verb): AccessAttributes =>
     info.isResourceRequest
       ? {

@@ -5,7 +5,7 @@
  * test/kube/request-info.test.ts's (and its differential test against Go's).
  */
 import { describe, expect, it } from "vitest";
-import { askedOf, readKubeRequest } from "../../src/authz/kube-request.ts";
+import { askedOf, readKubeRequest, reviewAttributes } from "../../src/authz/kube-request.ts";
 
 interface Row {
   name: string;
@@ -57,10 +57,11 @@ const ROWS: Row[] = [
 
 describe("readKubeRequest", () => {
   it.each(ROWS)("$name: $rest", ({ method = "GET", rest, query = "", headers = {}, targetError, expected }) => {
-    const read = readKubeRequest({ method, query: new URLSearchParams(query), headers, targetError }, rest);
+    const request = { method, query: new URLSearchParams(query), headers, targetError };
+    const read = readKubeRequest(request, rest);
     const shown =
       read.kind === "ok"
-        ? { kind: read.kind, attributes: read.attributes }
+        ? { kind: read.kind, attributes: reviewAttributes(read.info, request) }
         : read.kind === "bad-request"
           ? read.inPath
             ? { kind: read.kind, inPath: true, asked: read.asked }

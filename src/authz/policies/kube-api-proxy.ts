@@ -17,7 +17,7 @@ import type { AuditTrail } from "../../audit/trail.ts";
 import { allow, type Decision, deny, type Deny } from "../decision.ts";
 import { carriedPluginToken, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
-import { askedOf, type KubeRequest, readKubeRequest } from "../kube-request.ts";
+import { askedOf, type KubeRequest, readKubeRequest, reviewAttributes } from "../kube-request.ts";
 import type {
   AccessAttributes,
   ClusterViewCheck,
@@ -212,7 +212,9 @@ async function pluginRequest(
   const known = deps.clusters.has(clusterId);
   const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
   // Nothing is reviewed or minted for a request gate 4 refuses.
-  const userMay = prefetch(async () => (known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, kube.attributes) : false));
+  const userMay = prefetch(async () =>
+    known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, reviewAttributes(kube.info, request)) : false,
+  );
   const pluginToken = prefetch(async () => {
     if (kube.kind !== "ok") return undefined;
     const verdict = await installation;
