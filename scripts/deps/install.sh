@@ -96,30 +96,29 @@ need_go() {
   command -v go >/dev/null || die "Go is required (go.mod files here declare go 1.26)"
 }
 
-install_openfga() {
-  [[ -x "$OPENFGA_BIN" ]] && { log "openfga $OPENFGA_VERSION: cached"; return; }
+# `go install`s command $1 (the binary's name) of package $4 at version $2 as $3, unless it is
+# cached; $5: how long a cold build takes, for the log; $6: -X version stamps beside -s -w.
+go_install_cached() {
+  local name="$1" version="$2" dest="$3" package="$4" cold="${5:-}" stamps="${6:-}"
+  [[ -x "$dest" ]] && { log "$name $version: cached"; return; }
   need_go
-  log "openfga $OPENFGA_VERSION: building from the Go module proxy"
+  log "$name $version: building from the Go module proxy${cold:+ (cold: $cold)}"
   # Temp dirs live in the cache so the final mv is a same-filesystem rename.
-  local tmp; tmp="$(mktemp -d "$BIN/.openfga.XXXXXX")"
-  run_with_progress openfga env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
-    go install -trimpath \
-    -ldflags="-s -w -X github.com/openfga/openfga/internal/build.Version=$OPENFGA_VERSION" \
-    "github.com/openfga/openfga/cmd/openfga@$OPENFGA_VERSION"
+  local tmp; tmp="$(mktemp -d "$BIN/.$name.XXXXXX")"
+  run_with_progress "$name" env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
+    go install -trimpath -ldflags="-s -w${stamps:+ $stamps}" "$package@$version"
   # Rename last so an interrupted build never leaves a half-written binary.
-  mv "$tmp/openfga" "$OPENFGA_BIN"
+  mv "$tmp/$name" "$dest"
   rmdir "$tmp"
 }
 
+install_openfga() {
+  go_install_cached openfga "$OPENFGA_VERSION" "$OPENFGA_BIN" github.com/openfga/openfga/cmd/openfga "" \
+    "-X github.com/openfga/openfga/internal/build.Version=$OPENFGA_VERSION"
+}
+
 install_kustomize() {
-  [[ -x "$KUSTOMIZE_BIN" ]] && { log "kustomize $KUSTOMIZE_VERSION: cached"; return; }
-  need_go
-  log "kustomize $KUSTOMIZE_VERSION: building from the Go module proxy (cold: about 1 min)"
-  local tmp; tmp="$(mktemp -d "$BIN/.kustomize.XXXXXX")"
-  run_with_progress kustomize env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
-    go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
-  mv "$tmp/kustomize" "$KUSTOMIZE_BIN"
-  rmdir "$tmp"
+  go_install_cached kustomize "$KUSTOMIZE_VERSION" "$KUSTOMIZE_BIN" sigs.k8s.io/kustomize/kustomize/v5 "about 1 min"
 }
 
 install_kube_apiserver() {
@@ -155,38 +154,17 @@ install_requestinfo_oracle() {
 }
 
 install_egctl() {
-  [[ -x "$EGCTL_BIN" ]] && { log "egctl $ENVOY_GATEWAY_VERSION: cached"; return; }
-  need_go
-  log "egctl $ENVOY_GATEWAY_VERSION: building from the Go module proxy (cold: about 4 min)"
-  local tmp; tmp="$(mktemp -d "$BIN/.egctl.XXXXXX")"
-  run_with_progress egctl env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
-    go install -trimpath -ldflags="-s -w" "github.com/envoyproxy/gateway/cmd/egctl@$ENVOY_GATEWAY_VERSION"
-  mv "$tmp/egctl" "$EGCTL_BIN"
-  rmdir "$tmp"
+  go_install_cached egctl "$ENVOY_GATEWAY_VERSION" "$EGCTL_BIN" github.com/envoyproxy/gateway/cmd/egctl "about 4 min"
 }
 
 install_istio_pilot() {
-  [[ -x "$ISTIO_PILOT_BIN" ]] && { log "pilot-discovery $ISTIO_PILOT_VERSION: cached"; return; }
-  need_go
-  log "pilot-discovery $ISTIO_PILOT_VERSION: building from the Go module proxy (cold: about 5 min)"
-  local tmp; tmp="$(mktemp -d "$BIN/.pilot.XXXXXX")"
-  run_with_progress pilot-discovery env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
-    go install -trimpath -ldflags="-s -w" "istio.io/istio/pilot/cmd/pilot-discovery@$ISTIO_PILOT_VERSION"
-  mv "$tmp/pilot-discovery" "$ISTIO_PILOT_BIN"
-  rmdir "$tmp"
+  go_install_cached pilot-discovery "$ISTIO_PILOT_VERSION" "$ISTIO_PILOT_BIN" istio.io/istio/pilot/cmd/pilot-discovery "about 5 min"
 }
 
 install_helm() {
-  [[ -x "$HELM_BIN" ]] && { log "helm $HELM_VERSION: cached"; return; }
-  need_go
-  log "helm $HELM_VERSION: building from the Go module proxy (cold: about 2 min)"
-  local tmp; tmp="$(mktemp -d "$BIN/.helm.XXXXXX")"
-  # Stamp the version `helm version` and the chart's kubeVersion checks read.
-  run_with_progress helm env GOBIN="$tmp" GOFLAGS=-buildvcs=false \
-    go install -trimpath -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  mv "$tmp/helm" "$HELM_BIN"
-  rmdir "$tmp"
+  # Stamps the version `helm version` and the chart's kubeVersion checks read.
+  go_install_cached helm "$HELM_VERSION" "$HELM_BIN" helm.sh/helm/v3/cmd/helm "about 2 min" \
+    "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 }
 
 # The directory of Go module $1 at version $2 in the module cache (downloaded if missing).
