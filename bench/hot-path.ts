@@ -56,7 +56,7 @@ const config = configSchema.parse({
 // still reach it in batches (src/server/logging.ts), one write each.
 const logging = createLogging("info", pino.destination({ dest: openSync("/dev/null", "w"), sync: true }));
 const ports = warmPorts(world);
-createMetrics(ports.indexSizes);
+createMetrics({ indexSizes: ports.indexSizes });
 const check = createChecker({ policies: policiesFor(config, ports), audit: logging.audit, timeoutMs: 800, retryAfterSeconds: 1, logger: logging.logger });
 const OK = { status: { code: 0, message: "" }, ok_response: { headers: [], headers_to_remove: [] } };
 

@@ -26,6 +26,7 @@ import type {
 } from "./events.ts";
 
 import type { GrpcCallHandled } from "./grpc-server.ts";
+import type { FeedState } from "../cache/freshness.ts";
 import { FLEET_LIST_SLOTS, type ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../kube/list-slots.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
@@ -77,8 +78,18 @@ export const BUILD = {
   node: process.version,
 };
 
-/** `listSlots`: the fleet's list limiter (a test hands its own). */
-export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState, listSlots: ListSlots = FLEET_LIST_SLOTS): Registry {
+/** What the metrics read from the ports at scrape time. */
+export interface MetricSources {
+  readonly indexSizes: IndexSizes;
+  readonly fleet?: FleetState | undefined;
+  /** The event sources that keep the caches fresh, per source and scope (issue 45). */
+  readonly changeFeeds?: (() => readonly FeedState[]) | undefined;
+  /** The fleet's list limiter (a test hands its own). */
+  readonly listSlots?: ListSlots;
+}
+
+export function createMetrics(sources: MetricSources): Registry {
+  const { indexSizes, fleet, changeFeeds, listSlots = FLEET_LIST_SLOTS } = sources;
   const registry = new Registry();
   new Gauge({
     name: "portcullis_build_info",
@@ -219,6 +230,7 @@ export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState, listSl
     },
   });
   if (fleet !== undefined) fleetMetrics(registry, fleet);
+  if (changeFeeds !== undefined) changeFeedMetrics(registry, changeFeeds);
 
   subscribe("portcullis:decision", (message) => {
     const m = message as CheckDecision;
@@ -308,6 +320,31 @@ export function createMetrics(indexSizes: IndexSizes, fleet?: FleetState, listSl
 }
 
 /** The clusters served by source, and the cluster registry's watch and the changes it made. */
+function changeFeedMetrics(registry: Registry, changeFeeds: () => readonly FeedState[]): void {
+  new Gauge({
+    name: "portcullis_event_source_synced",
+    help: "1 while an event source keeps its scope's cached answers fresh (synced and caught up); 0 while they are on the short TTLs",
+    labelNames: ["source", "scope"],
+    registers: [registry],
+    aggregator: "min",
+    collect() {
+      this.reset();
+      for (const f of changeFeeds()) this.set({ source: f.source, scope: f.scope }, f.synced ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "portcullis_event_source_lag_seconds",
+    help: "Seconds since the time up to which an event source has applied every change of its scope (absent while not synced)",
+    labelNames: ["source", "scope"],
+    registers: [registry],
+    aggregator: "max",
+    collect() {
+      this.reset();
+      for (const f of changeFeeds()) if (f.lagSeconds !== undefined) this.set({ source: f.source, scope: f.scope }, f.lagSeconds);
+    },
+  });
+}
+
 function fleetMetrics(registry: Registry, fleet: FleetState): void {
   new Gauge({
     name: "portcullis_registered_clusters",

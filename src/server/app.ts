@@ -30,7 +30,7 @@ import { installationServiceConstructor, installationServiceHandlers } from "./i
 import { listenerCredentials } from "./tls.ts";
 import { ConfigReloader, type ReloadOutcome } from "./reload.ts";
 import { startTracing } from "../tracing/setup.ts";
-import { tracedChecks } from "../tracing/spans.ts";
+import { type TracedCheck, tracedChecks } from "../tracing/spans.ts";
 
 export interface ServerOptions {
   readonly config: Config;
@@ -72,22 +72,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let decide = checkerOver(config, ports, logger);
   const check = tracedChecks((message) => decide(message, options.audit));
   const health = new Health(() => runtime.ready());
-  const metrics = createMetrics(runtime.indexSizes, runtime.fleet);
+  const metrics = createMetrics({ indexSizes: runtime.indexSizes, fleet: runtime.fleet, changeFeeds: runtime.changeFeeds });
 
-  let inFlight = 0;
-  let checksStarted = 0;
+  const checks: CheckActivity = { inFlight: 0, started: 0 };
   const grpcServer = withCallMetrics(new grpc.Server());
-  grpcServer.addService(checkService(), {
-    Check(call: grpc.ServerUnaryCall<CheckRequestMessage, unknown>, callback: grpc.sendUnaryData<unknown>) {
-      inFlight++;
-      checksStarted++;
-      check(call.request, call.metadata).then(
-        (response) => callback(null, response),
-        // check() never rejects; this is the last line of fail-closed.
-        () => callback({ code: grpc.status.INTERNAL, details: "internal error" }),
-      ).finally(() => inFlight--);
-    },
-  });
+  grpcServer.addService(checkService(), { Check: checkHandler(check, checks) });
   grpcServer.addService(healthService(), health.handlers());
   // On the ext_authz port: Envoy's cds_config uses the connection it already has to portcullis (envoy/cluster-discovery.ts).
   const clusterDiscovery = runtime.clusterDiscovery ?? new ClusterDiscovery({ envoyCaFile: ENVOY_IMAGE_CA_FILE, logger });
@@ -118,7 +107,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   const adminOptions: AdminOptions = {
     readiness: () =>
-      processReadiness({ shuttingDown: health.shuttingDown, serving: health.serving, indexes: runtime.indexSizes(), dependencies: liveDependencies() }),
+      processReadiness({
+        shuttingDown: health.shuttingDown,
+        serving: health.serving,
+        indexes: runtime.indexSizes(),
+        dependencies: liveDependencies(),
+        changeFeeds: runtime.changeFeeds?.() ?? [],
+      }),
     metrics,
     // Whether /explain is served is fixed at start; which policies it runs follows reloads (decide).
     explain: explainer,
@@ -129,7 +124,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // With workers the primary serves the admin port for all of them (workers.ts); a worker answers it over IPC.
   if (isWorker()) answerPrimary(adminOptions, metrics);
   const adminPort = isWorker() ? splitAddress(config.listen.admin).port : await listen(admin, config.listen.admin);
-  const stopIdleGc = config.idleGc.enabled ? startIdleGc({ quietMs: config.idleGc.quietMs, activity: { started: () => checksStarted, inFlight: () => inFlight }, logger }) : () => {};
+  const stopIdleGc = config.idleGc.enabled ? startIdleGc({ quietMs: config.idleGc.quietMs, activity: { started: () => checks.started, inFlight: () => checks.inFlight }, logger }) : () => {};
   logger.info(
     { grpc: grpcPort, admin: adminPort, internal: internalPort, clusters: config.clusters.length, cluster_registry: config.clusterRegistry?.namespace, tls: tlsMode(config.listen.tls) },
     "portcullis listening",
@@ -145,11 +140,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       health.beginShutdown();
       stopIdleGc();
       const drainMs = config.shutdown.drainMs;
-      logger.info({ in_flight: inFlight, drain_ms: drainMs }, "shutting down: NOT_SERVING, still answering checks for the drain period");
+      logger.info({ in_flight: checks.inFlight, drain_ms: drainMs }, "shutting down: NOT_SERVING, still answering checks for the drain period");
       // Envoy's health checking needs a few intervals to see NOT_SERVING and move traffic away;
       // until then it still sends Checks here, and a closed listener would refuse them.
       if (drainMs > 0) await new Promise((resolveDrain) => setTimeout(resolveDrain, drainMs));
-      logger.info({ in_flight: inFlight }, "drain period over: no longer accepting, answering checks in flight");
+      logger.info({ in_flight: checks.inFlight }, "drain period over: no longer accepting, answering checks in flight");
       // Before the gRPC stop: open health Watch streams would otherwise hold it until the forced stop.
       health.stop();
       clusterDiscovery.close();
@@ -161,6 +156,25 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       await tracing.shutdown();
       await options.flushLogs();
     },
+  };
+}
+
+/** Checks started and not yet answered: what the drain logs and the idle GC read. */
+export interface CheckActivity {
+  inFlight: number;
+  started: number;
+}
+
+/** The ext_authz Check method: `check`'s answer to the caller; counted in `activity` while it runs. */
+export function checkHandler(check: TracedCheck, activity: CheckActivity): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
+  return (call, callback) => {
+    activity.inFlight++;
+    activity.started++;
+    check(call.request, call.metadata).then(
+      (response) => callback(null, response),
+      // check() never rejects; this is the last line of fail-closed.
+      () => callback({ code: grpc.status.INTERNAL, details: "internal error" }),
+    ).finally(() => activity.inFlight--);
   };
 }
 

@@ -4,6 +4,7 @@
  * what the runtime manages of them (readiness, index sizes, the fleet, CDS, stop).
  */
 import type { Logger } from "pino";
+import type { FeedState } from "../cache/freshness.ts";
 import type {
   ClusterViewCheck,
   InstallationLookup,
@@ -58,6 +59,8 @@ export interface PortsRuntime {
   fleet?: FleetState;
   /** Dependencies whose state /readyz?verbose shows without gating readiness (the OpenFGA store's resolution). */
   dependencies?: () => DependencyState[];
+  /** The event sources keeping the caches fresh, per source and scope (issue 45; absent in fakes). */
+  changeFeeds?: () => readonly FeedState[];
   /** The registered clusters' Envoy upstreams, served by CDS (absent in fakes: an empty set is served). */
   clusterDiscovery?: ClusterDiscovery;
   stop(): Promise<void>;

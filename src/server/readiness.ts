@@ -7,11 +7,13 @@
  * service either: its own cluster's checks answer 503 while the other clusters are served, so one
  * API server's outage cannot empty the whole fleet. Such an index is listed `[-]` under a ready verdict.
  * Dependencies that do not gate readiness at all (the OpenFGA store's resolution: a check answers
- * 503 while it is unresolved) are listed for the operator, marked as such.
+ * 503 while it is unresolved) are listed for the operator, marked as such, and so are the event
+ * sources that keep the caches fresh (a cache whose source is not synced falls back to its short TTLs).
  *
  * With `workers: N` the primary asks each worker over IPC (workers.ts) and is ready only when all N
  * are listening and ready; each worker's lines carry its pid.
  */
+import type { FeedState } from "../cache/freshness.ts";
 
 export interface ReadinessCheck {
   /** e.g. `index plugininstallations cluster=prod-1`, `openfga store`, `shutdown`. */
@@ -65,6 +67,8 @@ export interface ProcessState {
   readonly serving: boolean;
   readonly indexes: readonly IndexState[];
   readonly dependencies: readonly DependencyState[];
+  /** The event sources keeping the caches fresh (issue 45): shown, gating nothing (a cache falls back to its short TTLs). */
+  readonly changeFeeds?: readonly FeedState[];
 }
 
 export function processReadiness(state: ProcessState): Readiness {
@@ -75,6 +79,7 @@ export function processReadiness(state: ProcessState): Readiness {
       ...(i.conflicts ?? []).map(conflictCheck),
     ]),
     ...state.dependencies.map((d) => ({ ...d, gates: false })),
+    ...(state.changeFeeds ?? []).map(changeFeedCheck),
   ];
   return { ready: state.serving, checks };
 }
@@ -92,6 +97,12 @@ function indexCheck(i: IndexState, anotherClusterSynced: boolean): ReadinessChec
     return { name, ok: false, state: "never synced, its first list failed: this cluster's checks answer 503 until it syncs", gates: false };
   }
   return { name, ok: false, state: "never synced: not ready until it has", gates: true };
+}
+
+function changeFeedCheck(f: FeedState): ReadinessCheck {
+  const name = `event source ${f.source} scope=${f.scope}`;
+  if (f.synced) return { name, ok: true, state: `synced, every change applied up to ${(f.lagSeconds ?? 0).toFixed(1)} s ago: answers kept up to the safety-net TTL`, gates: false };
+  return { name, ok: false, state: `not synced${f.detail === undefined ? "" : ` (${f.detail})`}: answers on the short TTLs`, gates: false };
 }
 
 function conflictCheck(conflict: { readonly clusterId: string; readonly secrets: readonly string[] }): ReadinessCheck {

@@ -114,7 +114,7 @@ describe("reportProblems", () => {
   it("writes one warning per entry and counts it by problem in the Prometheus registry", async () => {
     const lines: Array<Record<string, unknown>> = [];
     const logger = pino({ level: "info" }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
-    const registry = createMetrics(() => []);
+    const registry = createMetrics({ indexSizes: () => [] });
     reportProblems(logger, "alpha", [
       { role: "dev", index: 0, problem: "untrusted-provider" },
       { role: "Bad Role", problem: "role-invalid" },

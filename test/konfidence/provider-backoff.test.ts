@@ -186,7 +186,7 @@ describe("through the konfidence-api policy and the metrics", () => {
     const world = Object.assign(new FakeWorld(), { konfidence });
     const server = await startTestServer(world, testConfig({ konfidence: { providers: { allowList: [p.endpoint] } } }));
     cleanups.push(() => server.stop());
-    const registry = createMetrics(() => []);
+    const registry = createMetrics({ indexSizes: () => [] });
     const metric = async () =>
       (await registry.metrics()).split("\n").filter((l) => l.startsWith("portcullis_oidc_provider_") && l.includes(p.endpoint));
     const check = async (sub: string) =>

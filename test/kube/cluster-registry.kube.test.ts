@@ -72,7 +72,7 @@ beforeAll(async () => {
     }),
     logger,
   );
-  metrics = createMetrics(ports.indexSizes, ports.fleet);
+  metrics = createMetrics({ indexSizes: ports.indexSizes, fleet: ports.fleet });
   await until(() => ports.ready(), 30_000, "the registry and the static cluster to sync");
 }, 180_000);
 

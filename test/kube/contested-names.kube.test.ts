@@ -157,7 +157,7 @@ describe("the CRDs made namespaced: one name in two namespaces", () => {
         "cert-manager",
         ["team-a/cert-manager", "team-b/cert-manager"],
       ]);
-      const metrics = createMetrics(() => [...first.sizes().map((s) => ({ index: "plugininstallations", ...s }))]);
+      const metrics = createMetrics({ indexSizes: () => [...first.sizes().map((s) => ({ index: "plugininstallations", ...s }))] });
       expect(await metrics.metrics()).toContain(`portcullis_index_conflicts{index="plugininstallations",cluster_id="${clusterId}"} 1`);
 
       await remove(namespaced, `${INSTALLATIONS}/namespaces/team-b/plugininstallations/cert-manager`);

@@ -238,7 +238,7 @@ describe("watched indexes list through the shared slots", () => {
   }, 15_000);
 
   it("every cluster's index shares the process's fleet slots unless given its own; portcullis_fleet_list_slots shows them", async () => {
-    const metrics = createMetrics(() => []);
+    const metrics = createMetrics({ indexSizes: () => [] });
     const slotSeries = async () => (await metrics.metrics()).split("\n").filter((l) => l.startsWith("portcullis_fleet_list_slots{"));
     // The fleet's slots all held by lists that never end, until the test gives them up.
     const holders = new AbortController();

@@ -98,6 +98,26 @@ describe("one process", () => {
   });
 });
 
+describe("event sources", () => {
+  it("are listed per source and scope, gating nothing: a source that is not synced leaves its answers on the short TTLs", () => {
+    const readiness = processReadiness({
+      serving: true,
+      shuttingDown: false,
+      indexes: [index("a", true, true)],
+      dependencies: [],
+      changeFeeds: [
+        { source: "kube-rbac", scope: "a", synced: true, lagSeconds: 0.42 },
+        { source: "openfga-changes", scope: "store-1", synced: false, detail: "changes endpoint answered 500" },
+      ],
+    });
+    expect(readiness.ready).toBe(true);
+    const verbose = renderReadiness(readiness, true).split("\n");
+    expect(verbose).toContain("[+]event source kube-rbac scope=a: synced, every change applied up to 0.4 s ago: answers kept up to the safety-net TTL (does not gate readiness)");
+    expect(verbose).toContain("[-]event source openfga-changes scope=store-1: not synced (changes endpoint answered 500): answers on the short TTLs (does not gate readiness)");
+    expect(verbose.at(-2)).toBe("ready");
+  });
+});
+
 describe("the primary over its workers", () => {
   const ready = { ready: true, checks: [{ name: "shutdown", ok: true, state: "not begun", gates: true }] };
   const notReady = { ready: false, checks: [{ name: "shutdown", ok: false, state: "begun: not serving", gates: true }] };
