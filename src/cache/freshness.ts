@@ -18,15 +18,5 @@ export interface ChangeFeed {
   provenUntil(scope: string): number | undefined;
 }
 
-/** An event source's state for one scope, as metrics and /readyz?verbose show it. */
-export interface FeedState {
-  /** The source: `kube-rbac`, `kube-serviceaccounts`, `openfga-changes`. */
-  readonly source: string;
-  /** The cluster id or the OpenFGA store id. */
-  readonly scope: string;
-  readonly synced: boolean;
-  /** Seconds since the time up to which every change has been applied; absent while not synced. */
-  readonly lagSeconds?: number;
-  /** Why it is not synced (an error's message, never a credential). */
-  readonly detail?: string;
-}
+/** An event source's state for one scope (what metrics and /readyz?verbose show; defined beside the metrics). */
+export type { FeedState } from "../metrics/prometheus.ts";

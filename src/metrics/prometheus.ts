@@ -26,7 +26,6 @@ import type {
 } from "./events.ts";
 
 import type { GrpcCallHandled } from "./grpc-server.ts";
-import type { FeedState } from "../cache/freshness.ts";
 import { FLEET_LIST_SLOTS, type ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../kube/list-slots.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
@@ -77,6 +76,20 @@ export const BUILD = {
   version: (createRequire(import.meta.url)("../../package.json") as { version: string }).version,
   node: process.version,
 };
+
+/** An event source's state for one scope (src/cache/freshness.ts, issue 45). */
+export interface FeedState {
+  /** The source: `kube-rbac`, `kube-serviceaccounts`, `openfga-changes`. */
+  readonly source: string;
+  /** The cluster id or the OpenFGA store id. */
+  readonly scope: string;
+  /** Whether it keeps its scope's answers fresh now (synced and caught up). */
+  readonly synced: boolean;
+  /** Seconds since the time up to which every change has been applied; absent while not synced. */
+  readonly lagSeconds?: number;
+  /** Why it is not synced (an error's message, never a credential). */
+  readonly detail?: string;
+}
 
 /** What the metrics read from the ports at scrape time. */
 export interface MetricSources {
@@ -168,11 +181,16 @@ export function createMetrics(sources: MetricSources): Registry {
     registers: [registry],
   });
   for (const dependency of DEPENDENCIES) dependencyErrors.inc({ dependency }, 0);
-  const grpcHandled = new Counter({
+  // Per call, like the decisions: counted into plain numbers, handed over at scrape time.
+  const grpcHandledCounts = new LabelledCounts<"method", "code">("method", "code");
+  new Counter({
     name: "portcullis_grpc_server_handled_total",
     help: "Unary gRPC calls answered, by method (package.Service/Method) and gRPC status code name",
     labelNames: ["method", "code"],
     registers: [registry],
+    collect() {
+      grpcHandledCounts.drain((labels, delta) => this.inc(labels, delta));
+    },
   });
   const grpcSeconds = new Histogram({
     name: "portcullis_grpc_server_handling_seconds",
@@ -183,7 +201,7 @@ export function createMetrics(sources: MetricSources): Registry {
   });
   subscribe("portcullis:grpc-handled", (message) => {
     const m = message as GrpcCallHandled;
-    grpcHandled.inc({ method: m.method, code: m.code });
+    grpcHandledCounts.add(m.method, m.code);
     grpcSeconds.observe({ method: m.method }, m.seconds);
   });
   new Gauge({
