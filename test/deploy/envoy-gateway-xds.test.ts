@@ -19,50 +19,30 @@ import { join, resolve } from "node:path";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
-import { loadConfig, parseConfig } from "../../src/config/load.ts";
+import { parseConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { extAuthzTimeoutMs } from "../../src/deploy/envoy-config.ts";
 import { gatewayManifests, gatewayRoutes, placeRules, type GatewayOptions } from "../../src/deploy/gateway-config.ts";
 import { decodeMessage } from "../../src/envoy/bootstrap.ts";
 import { resolveBinary } from "../harness/binaries.ts";
 import { TestPki } from "../support/certificates.ts";
-import { kustomize, type Manifest } from "../support/kustomize.ts";
+import { backendServices, exampleConfig as config, extAuthzService, gatewayObjects, type Json, PLACEMENT } from "../support/gateway.ts";
+import { type Manifest, ROOT } from "../support/kustomize.ts";
 
-const ROOT = resolve(import.meta.dirname, "../..");
-const config = loadConfig(resolve(ROOT, "deploy/examples/portcullis.yaml"));
-const OPTIONS: GatewayOptions = {
-  target: "envoy-gateway",
-  namespace: "fundament-system",
-  gateway: { namespace: "fundament-gateway", name: "fundament" },
-  proxyNamespace: "envoy-gateway-system",
-};
+const OPTIONS: GatewayOptions = { target: "envoy-gateway", ...PLACEMENT, proxyNamespace: "envoy-gateway-system" };
 const EXT_AUTHZ = "envoy.filters.http.ext_authz";
-type Json = Record<string, any>;
 
 /** What Envoy Gateway's translator reads beside the generated objects: the Gateway, and the Services and CAs the routes name. */
 function world(caPem: string, generated: Manifest[]): Manifest[] {
-  const namespaces = ["fundament-gateway", "fundament-system", "default", "konfidence-system"].map((name) => ({ apiVersion: "v1", kind: "Namespace", metadata: { name } }));
-  const gatewayClass = { apiVersion: "gateway.networking.k8s.io/v1", kind: "GatewayClass", metadata: { name: "envoy-gateway" }, spec: { controllerName: "gateway.envoyproxy.io/gatewayclass-controller" } };
-  const gateway = {
-    apiVersion: "gateway.networking.k8s.io/v1",
-    kind: "Gateway",
-    metadata: { name: OPTIONS.gateway.name, namespace: OPTIONS.gateway.namespace },
-    spec: { gatewayClassName: "envoy-gateway", listeners: [{ name: "http", protocol: "HTTP", port: 8080, allowedRoutes: { namespaces: { from: "All" } } }] },
-  };
-  // portcullis's own Service as the kit ships it; a ClusterIP stands in for the one the API server would assign.
-  const extAuthz = kustomize("deploy/k8s").find((m) => m["kind"] === "Service" && m["metadata"].name === "portcullis-ext-authz")!;
-  const services: Manifest[] = [{ ...extAuthz, spec: { ...extAuthz["spec"], clusterIP: "10.96.0.10" } }];
-  let ip = 20;
-  for (const r of gatewayRoutes(config).routes) {
-    if (r.backend.kind !== "service" || services.some((s) => s["metadata"].name === (r.backend as { name: string }).name)) continue;
-    services.push({ apiVersion: "v1", kind: "Service", metadata: { name: r.backend.name, namespace: r.backend.namespace }, spec: { clusterIP: `10.96.0.${ip++}`, ports: [{ name: "http", port: r.backend.port, protocol: "TCP" }] } });
-  }
+  // ClusterIPs stand in for the ones the API server would assign.
+  const extAuthz = extAuthzService();
+  const services: Manifest[] = [{ ...extAuthz, spec: { ...extAuthz["spec"], clusterIP: "10.96.0.10" } }, ...backendServices(config, (i) => `10.96.0.${20 + i}`)];
   const caNames = new Set(generated.flatMap((o) => [...(o["spec"]?.validation?.caCertificateRefs ?? []), ...(o["spec"]?.tls?.caCertificateRefs ?? [])].map((ref: Json) => `${o["metadata"].namespace}/${ref["name"]}`)));
   const cas = [...caNames].map((key) => {
     const [namespace, name] = key.split("/");
     return { apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace }, data: { "ca.crt": caPem } };
   });
-  return [...namespaces, gatewayClass, gateway, ...services, ...cas];
+  return [...gatewayObjects(OPTIONS, { name: "envoy-gateway", controllerName: "gateway.envoyproxy.io/gatewayclass-controller" }), ...services, ...cas];
 }
 
 let output: Json;

@@ -14,53 +14,32 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { readdirSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import type protobuf from "protobufjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { buildRouteTable, routeFinder } from "../../src/authz/route-table.ts";
-import { loadConfig } from "../../src/config/load.ts";
 import { extAuthzTimeoutMs } from "../../src/deploy/envoy-config.ts";
 import { gatewayManifests, gatewayRoutes, istioMeshConfig, placeRules, type GatewayOptions, type GatewayRoute } from "../../src/deploy/gateway-config.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { applyManifests, freePort, resolveBinary, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
 import { makeTempDir } from "../harness/binaries.ts";
-import { kustomize, type Manifest } from "../support/kustomize.ts";
+import { backendServices, exampleConfig as config, extAuthzService, GATEWAY_PORT, gatewayObjects, type Json, PLACEMENT } from "../support/gateway.ts";
+import type { Manifest } from "../support/kustomize.ts";
 
-const ROOT = resolve(import.meta.dirname, "../..");
-const config = loadConfig(resolve(ROOT, "deploy/examples/portcullis.yaml"));
-const OPTIONS: GatewayOptions = {
-  target: "istio",
-  namespace: "fundament-system",
-  gateway: { namespace: "fundament-gateway", name: "fundament" },
-  proxyNamespace: "fundament-gateway",
-};
-const GATEWAY_PORT = 8080;
+const OPTIONS: GatewayOptions = { target: "istio", ...PLACEMENT, proxyNamespace: "fundament-gateway" };
 /** Istio's name for the gateway's listener on that port. */
 const GATEWAY_LISTENER = `0.0.0.0_${GATEWAY_PORT}`;
-type Json = Record<string, any>;
 /** The labels of the gateway's pods (Istio's deployment controller sets them). */
 const GATEWAY_LABELS = { "gateway.networking.k8s.io/gateway-name": OPTIONS.gateway.name, "gateway.networking.k8s.io/gateway-class-name": "istio" };
 
 /** What pilot reads beside the generated objects: Namespaces, the GatewayClass, the Gateway, the Services the routes and the provider name. */
 function world(): Manifest[] {
-  const namespaces = ["istio-system", OPTIONS.gateway.namespace, OPTIONS.namespace, "default", "konfidence-system"].map((name) => ({ apiVersion: "v1", kind: "Namespace", metadata: { name } }));
-  const gatewayClass = { apiVersion: "gateway.networking.k8s.io/v1", kind: "GatewayClass", metadata: { name: "istio" }, spec: { controllerName: "istio.io/gateway-controller" } };
-  const gateway = {
-    apiVersion: "gateway.networking.k8s.io/v1",
-    kind: "Gateway",
-    metadata: { name: OPTIONS.gateway.name, namespace: OPTIONS.gateway.namespace },
-    spec: { gatewayClassName: "istio", listeners: [{ name: "http", protocol: "HTTP", port: GATEWAY_PORT, allowedRoutes: { namespaces: { from: "All" } } }] },
-  };
   // The API server assigns the ClusterIPs.
-  const extAuthz = kustomize("deploy/k8s").find((m) => m["kind"] === "Service" && m["metadata"].name === "portcullis-ext-authz")!;
-  const services: Manifest[] = [{ ...extAuthz, metadata: { ...extAuthz["metadata"], namespace: OPTIONS.namespace }, spec: extAuthz["spec"] }];
-  for (const r of gatewayRoutes(config).routes) {
-    if (r.backend.kind !== "service" || services.some((s) => s["metadata"].name === (r.backend as { name: string }).name && s["metadata"].namespace === (r.backend as { namespace: string }).namespace)) continue;
-    services.push({ apiVersion: "v1", kind: "Service", metadata: { name: r.backend.name, namespace: r.backend.namespace }, spec: { ports: [{ name: "http", port: r.backend.port, protocol: "TCP" }] } });
-  }
+  const extAuthz = extAuthzService();
+  const services: Manifest[] = [{ ...extAuthz, metadata: { ...extAuthz["metadata"], namespace: OPTIONS.namespace }, spec: extAuthz["spec"] }, ...backendServices(config)];
   // The gateway's Service, as Istio's deployment controller would create it: pilot hands a Gateway's
   // servers to the proxies this Service selects (the proxy's labels, from its ADS metadata).
   services.push({
@@ -69,7 +48,7 @@ function world(): Manifest[] {
     metadata: { name: `${OPTIONS.gateway.name}-istio`, namespace: OPTIONS.gateway.namespace },
     spec: { selector: GATEWAY_LABELS, ports: [{ name: "http", port: GATEWAY_PORT, protocol: "TCP" }] },
   });
-  return [...namespaces, gatewayClass, gateway, ...services];
+  return [...gatewayObjects(OPTIONS, { name: "istio", controllerName: "istio.io/gateway-controller" }, ["istio-system"]), ...services];
 }
 
 let api: KubeApiserver;
