@@ -2,7 +2,10 @@
  * The OpenFGA gate: Check(user:<sub>, can_view, cluster:<cluster_id>) against the Fundament model
  * (FUN-7). Cached with separate allow and deny TTLs, concurrent misses for one key coalesced, a
  * deadline below Envoy's; a failure or timeout is a 503, never an allow, and is never cached.
- * Answers are cached per store id: a store re-created under its name starts with none.
+ * Answers are cached per store id: a store re-created under its name starts with none. With
+ * `changesPollMs`, the store's ReadChanges is followed (tuple-changes.ts): a change drops the
+ * store's answers, and an answer is kept past its TTL, up to `safetyNetTtlMs`, while every change is
+ * known applied.
  */
 import { CredentialsMethod, OpenFgaClient } from "@openfga/sdk";
 import type { Logger } from "pino";
@@ -10,7 +13,9 @@ import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { withDeadline } from "../dependencies/deadline.ts";
 import type { ClusterViewCheck } from "../authz/ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
+import type { FeedState } from "../cache/freshness.ts";
 import { isStoreGone, OpenFgaStore, type StoreRef } from "./store.ts";
+import { FEED_SOURCE, TupleChanges } from "./tuple-changes.ts";
 
 /** How often a store name is looked up again: at most once a second, at least every 10 s. */
 const STORE_LOOKUP = { minIntervalMs: 1_000, refreshMs: 10_000 };
@@ -26,6 +31,10 @@ export interface OpenFgaOptions {
   readonly allowTtlMs: number;
   readonly denyTtlMs: number;
   readonly maxEntries: number;
+  /** How often the store's changes are read; without it answers live for their TTL only. */
+  readonly changesPollMs?: number;
+  /** The longest an answer is kept while the changes are followed (only with changesPollMs). */
+  readonly safetyNetTtlMs?: number;
   readonly logger?: Logger;
   /** Tests shorten the store name's lookup intervals. */
   readonly storeLookup?: { readonly minIntervalMs: number; readonly refreshMs: number };
@@ -41,6 +50,7 @@ interface CheckAsked {
 export class OpenFgaCanView implements ClusterViewCheck {
   readonly #cache: CachedLookup<boolean, CheckAsked>;
   readonly #store: OpenFgaStore;
+  readonly #changes: TupleChanges | undefined;
 
   /** The store the gate asks now (for /readyz?verbose). */
   storeState(): { name: string; ok: boolean; state: string } {
@@ -67,12 +77,29 @@ export class OpenFgaCanView implements ClusterViewCheck {
       ...(options.logger === undefined ? {} : { logger: options.logger }),
     });
     this.#store.resolveInBackground();
+    this.#changes =
+      options.changesPollMs === undefined
+        ? undefined
+        : new TupleChanges({
+            client,
+            currentStore: () => this.#store.current(),
+            pollMs: options.changesPollMs,
+            timeoutMs: options.timeoutMs,
+            followModel: options.authorizationModelId === undefined,
+            // Any change may reach any answer of the store (tuple-changes.ts says why).
+            invalidate: (storeId, cause) => this.#cache.invalidate(storeKeyPrefix(storeId), FEED_SOURCE, cause),
+            ...(options.logger === undefined ? {} : { logger: options.logger }),
+          });
+    const changes = this.#changes;
     this.#cache = new CachedLookup({
       metric: "openfga_can_view",
       dependency: "openfga",
       question: "Check",
       maxEntries: options.maxEntries,
       ttlMs: options.allowTtlMs,
+      ...(changes === undefined
+        ? {}
+        : { freshness: { feed: changes, scopeOf: (asked: CheckAsked) => asked.storeId, safetyNetTtlMs: options.safetyNetTtlMs ?? options.allowTtlMs } }),
       ask: async (context: CheckAsked) => {
         const answer = await withDeadline(
           "openfga",
@@ -90,6 +117,17 @@ export class OpenFgaCanView implements ClusterViewCheck {
         return { value: answer.allowed, ttlMs: answer.allowed ? options.allowTtlMs : options.denyTtlMs };
       },
     });
+    this.#changes?.start();
+  }
+
+  /** The store's changes feed, for metrics and /readyz?verbose (none without changesPollMs). */
+  feedStates(): FeedState[] {
+    return this.#changes?.feedStates() ?? [];
+  }
+
+  /** Stops following the store's changes: its answers fall back to their TTLs. */
+  async stop(): Promise<void> {
+    await this.#changes?.stop();
   }
 
   async canView(userId: string, clusterId: string): Promise<boolean> {
@@ -100,5 +138,10 @@ export class OpenFgaCanView implements ClusterViewCheck {
 
 /** The cache key of one Check: per store id, so a store re-created under its name starts with no answers. */
 export function canViewKey(storeId: string, userId: string, clusterId: string): string {
-  return `${storeId} ${userId} ${clusterId}`;
+  return `${storeKeyPrefix(storeId)}${userId} ${clusterId}`;
+}
+
+/** What every cache key of the store's Checks starts with. */
+function storeKeyPrefix(storeId: string): string {
+  return `${storeId} `;
 }

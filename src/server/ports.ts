@@ -124,6 +124,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
       ...(konfidence?.projects.sizes() ?? []).map((s) => ({ index: "projects", ...s })),
     ],
     stop: async () => {
+      await canView?.stop();
       await registry?.registry.stop();
       await registry?.cluster.close();
       await installations.stop();
@@ -167,6 +168,8 @@ export function openFgaCanView(openfga: NonNullable<Config["openfga"]>, logger: 
     allowTtlMs: openfga.allowTtlMs,
     denyTtlMs: openfga.denyTtlMs,
     maxEntries: openfga.cacheMaxEntries,
+    changesPollMs: openfga.changesPollMs,
+    safetyNetTtlMs: openfga.safetyNetTtlMs,
     logger,
   });
 }
