@@ -23,6 +23,7 @@ import { createCanI } from "./can-i.ts";
 import { Health } from "./health.ts";
 import { withCallMetrics } from "../metrics/grpc-server.ts";
 import { policiesFor, revocationListFor } from "./policies.ts";
+import { OpenFgaCanView } from "../fga/can-view.ts";
 import { openFgaCanView, type PolicyPorts, type PortsRuntime } from "./ports.ts";
 import { type DependencyState, processReadiness } from "./readiness.ts";
 import { answerPrimary, isWorker } from "./workers.ts";
@@ -99,10 +100,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       const canView = storeChanged && next.openfga !== undefined ? openFgaCanView(next.openfga, logger) : undefined;
       const nextPorts: PolicyPorts = canView === undefined ? livePorts : { ...livePorts, canView };
       const nextDependencies = canView === undefined ? liveDependencies : () => [canView.storeState()];
-      const nextDecide = checkerOver(next, nextPorts, logger);
+      let nextDecide: AuditedCheck;
+      try {
+        nextDecide = checkerOver(next, nextPorts, logger);
+      } catch (err) {
+        void canView?.stop();
+        throw err;
+      }
+      const replaced = canView === undefined ? undefined : livePorts.canView;
       livePorts = nextPorts;
       liveDependencies = nextDependencies;
       decide = nextDecide;
+      // A replaced gate answers no new Check: its store's changes are no longer followed.
+      if (replaced instanceof OpenFgaCanView) void replaced.stop();
     },
   });
   const adminOptions: AdminOptions = {
@@ -153,6 +163,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       await Promise.all([shutdownGrpc(grpcServer, graceMs), shutdownGrpc(internalServer, graceMs), closeHttp(admin)]);
       tls.stop();
       await runtime.stop();
+      // A gate built by a reload is not the ports' (runtime.stop() stops that one).
+      if (livePorts.canView instanceof OpenFgaCanView) await livePorts.canView.stop();
       await tracing.shutdown();
       await options.flushLogs();
     },

@@ -201,6 +201,23 @@ it("another OpenFGA store + SIGHUP: checks go to the new store (one the fake doe
   close();
 });
 
+it("another OpenFGA store + SIGHUP: the replaced gate stops reading the old store's changes, the new one reads the new store's", { timeout: 60_000 }, async () => {
+  const { p, files } = await start("store-changes");
+  const otherStore = "01HVMMBCMGZNT3SED4Z17ECXCD";
+  const changesOf = (storeId: string) => world.openfga.requests.filter((r) => r.url.startsWith(`/stores/${storeId}/changes`)).length;
+  await until(() => changesOf(world.openfga.storeId) > 0, 10_000, "the first store's changes to be read");
+  writeFileSync(files.config, readFileSync(files.config, "utf8").replace(/storeId: "[0-9A-Z]+"/, `storeId: "${otherStore}"`));
+  p.child.kill("SIGHUP");
+  await until(() => logged(p, "configuration reloaded").length === 1, 10_000, "the reload");
+  await until(() => changesOf(otherStore) > 0, 10_000, "the new store's changes to be read");
+  // A poll in flight at the reload may still land; none starts after it (openfga.changesPollMs is 250 ms).
+  await new Promise((r) => setTimeout(r, 500));
+  const old = changesOf(world.openfga.storeId);
+  await new Promise((r) => setTimeout(r, 1_000));
+  expect(changesOf(world.openfga.storeId)).toBe(old);
+  expect(changesOf(otherStore)).toBeGreaterThan(1);
+});
+
 it("workers: 2 — SIGHUP to the primary reaches every worker: each verifies with the rotated secret", { timeout: 60_000 }, async () => {
   const { p, files } = await start("workers", "workers: 2");
   const { ask, close } = asker(p);
