@@ -12,8 +12,18 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { getHeapStatistics } from "node:v8";
+import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
+import type { AccessAttributes, MintedToken } from "../src/authz/ports.ts";
+import { CachedLookup } from "../src/cache/cached-lookup.ts";
 import { authorizationClient } from "../src/envoy/protos.ts";
-import { pluginClaims, sign } from "../test/support/tokens.ts";
+import { canViewKey } from "../src/fga/can-view.ts";
+import type { SafeHeaderValue } from "../src/headers/mutations.ts";
+import { tokenKey } from "../src/kube/service-account-tokens.ts";
+import { userServiceAccount } from "../src/kube/service-accounts.ts";
+import { reviewKey } from "../src/kube/user-access-review.ts";
+import { FUNDAMENT_ISSUER, TokenVerifier } from "../src/tokens/fundament.ts";
+import { pluginClaims, SECRET, sign } from "../test/support/tokens.ts";
 import { rssBytes } from "./ghz.ts";
 import { type MemoryReport, rssOf } from "./servers/common.ts";
 import { startProcess } from "./processes.ts";
@@ -225,4 +235,113 @@ function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** One cache's cost per entry: live V8 heap after a full GC, full against empty, divided by the entries. */
+export interface CacheEntryCost {
+  readonly cache: string;
+  readonly entries: number;
+  /** What the empty cache sized for `entries` holds (lru-cache preallocates its tables by `max`), per slot. */
+  readonly tableBytesPerSlot: number;
+  /** What each entry adds to the live heap, its share of strings shared between entries included. */
+  readonly bytesPerEntry: number;
+  readonly filled: string;
+}
+
+/** Live V8 heap after two full GCs (the second frees what the first's finalizers released). */
+function liveHeap(): number {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) throw new Error("run with --expose-gc");
+  gc();
+  gc();
+  return getHeapStatistics().used_heap_size;
+}
+
+/**
+ * Each of the four caches on its real code, filled with `entries` distinct entries shaped as the
+ * memory scenario's (users over a tenth as many installations, one cluster, one store): the
+ * verified-token cache through TokenVerifier.verify() with HS256 PluginTokens; can_view,
+ * SubjectAccessReview and TokenRequest through CachedLookup with their modules' own key functions
+ * and the values their ports cache (a boolean; a boolean; a ~1 KB ServiceAccount token and its
+ * Envoy cluster). Every string a real answer would bring is made fresh per entry (a token, a user
+ * id), and what the caller holds is dropped before the reading, so only the cache's part counts.
+ */
+export async function cacheEntryCosts(entries: number): Promise<CacheEntryCost[]> {
+  const world = benchWorld(Math.max(1, Math.floor(entries / 10)));
+  const installationOf = (i: number) => world.installations[i % world.installations.length]!;
+  /** A fresh copy of a string, as a parsed answer brings one (not the constant the bench built). */
+  const fresh = (s: string) => JSON.parse(JSON.stringify(s)) as string;
+  const costs: CacheEntryCost[] = [];
+  /** Every cache measured stays alive to the end, so none is collected during another's reading. */
+  const kept: unknown[] = [];
+  const measure = async <T>(cache: string, filled: string, make: () => T, fill: (cache: T, i: number) => Promise<unknown>) => {
+    // A first fill of another instance compiles and warms the code path, so the reading holds entries only.
+    const warm = make();
+    for (let i = entries; i < entries + WARM_UP_ENTRIES; i += 1) await fill(warm, i);
+    kept.push(warm);
+    // Timers (lru-cache's clock reuse) fire before each reading.
+    await sleep(20);
+    const before = liveHeap();
+    const held = make();
+    kept.push(held);
+    await sleep(20);
+    const empty = liveHeap();
+    for (let i = 0; i < entries; i += 1) await fill(held, i);
+    await sleep(20);
+    const full = liveHeap();
+    costs.push({ cache, entries, tableBytesPerSlot: (empty - before) / entries, bytesPerEntry: (full - empty) / entries, filled });
+  };
+
+  const exp = Math.floor(Date.now() / 1000) + BENCH_TOKEN_SECONDS;
+  const secret = new TextEncoder().encode(SECRET);
+  await measure(
+    "verified_token",
+    "TokenVerifier.verify() of HS256 PluginTokens",
+    () =>
+      new TokenVerifier({ mode: "hs256", secrets: [secret], issuer: FUNDAMENT_ISSUER, clockToleranceSeconds: 30, maxLifetimeSeconds: { user: 3600, plugin: BENCH_TOKEN_SECONDS }, cacheMaxEntries: entries }),
+    async (verifier, i) => {
+      const inst = installationOf(i);
+      const token = await sign(pluginClaims({ sub: userId(i), cluster_id: BENCH_CLUSTER, installation_id: inst.uid, installation_name: inst.name, plugin_name: inst.pluginName }), { exp });
+      const result = await verifier.verify(token);
+      if (!result.ok) throw new Error(`bench token refused: ${result.detail}`);
+    },
+  );
+
+  const lookup = <V extends {}>(metric: string, value: () => V, ttlMs: number) =>
+    new CachedLookup<V, undefined>({ metric, dependency: metric, question: metric, maxEntries: entries, ttlMs, ask: async () => ({ value: value() }) });
+  const STORE = "01JBENCHST0RE0000000000000";
+  await measure("openfga_can_view", "canViewKey(store, user, cluster) → boolean", () => lookup("openfga_can_view", () => true, HOUR), (c, i) =>
+    c.lookup(canViewKey(STORE, fresh(userId(i)), BENCH_CLUSTER), undefined),
+  );
+  const attributes = (i: number): AccessAttributes => ({ kind: "resource", verb: "get", group: "", version: "v1", resource: "pods", subresource: "", namespace: `ns-${i % 100}`, name: "" });
+  await measure("subject_access_review", "reviewKey(cluster, user, get pods in one of 100 namespaces) → boolean", () => lookup("subject_access_review", () => true, HOUR), (c, i) =>
+    c.lookup(reviewKey(BENCH_CLUSTER, fresh(userId(i)), attributes(i)), undefined),
+  );
+  // A ServiceAccount token of kube-apiserver's size (~1 KB), its own string per entry as each TokenRequest answers one.
+  const token = `eyJhbGciOiJSUzI1NiIsImtpZCI6ImJlbmNoIn0.${"x".repeat(700)}.${"y".repeat(342)}`;
+  const envoyCluster = kubeApiEnvoyCluster(BENCH_CLUSTER);
+  await measure(
+    "service_account_token",
+    "tokenKey(cluster, a user's ServiceAccount) → {~1 KB token, Envoy cluster}",
+    () => lookup<MintedToken>("service_account_token", () => ({ token: fresh(token) as SafeHeaderValue, envoyCluster }), HOUR),
+    (c, i) => {
+      const sa = userServiceAccount(fresh(userId(i)));
+      return c.lookup(tokenKey(BENCH_CLUSTER, sa.namespace, sa.name, ""), undefined);
+    },
+  );
+  return costs;
+}
+
+const HOUR = 3_600_000;
+/** Entries filled into a throwaway instance of each cache before its reading. */
+const WARM_UP_ENTRIES = 1_000;
+
+if (import.meta.main) {
+  // npx node --expose-gc bench/memory.ts --per-cache [ENTRIES]: each cache's bytes per entry (JSON on stdout, a table on stderr).
+  const at = process.argv.indexOf("--per-cache");
+  if (at < 0) throw new Error("usage: node --expose-gc bench/memory.ts --per-cache [ENTRIES] (the memory scenario itself runs from bench/run.ts)");
+  const entries = Number(process.argv[at + 1] ?? 100_000);
+  const costs = await cacheEntryCosts(entries);
+  process.stdout.write(`${JSON.stringify(costs)}\n`);
+  for (const c of costs) process.stderr.write(`${c.cache.padEnd(22)} ${c.bytesPerEntry.toFixed(1).padStart(8)} B/entry  table ${c.tableBytesPerSlot.toFixed(1).padStart(6)} B/slot  (${c.filled})\n`);
 }

@@ -26,13 +26,27 @@ export interface CachedAnswer<V> {
   readonly ttlMs?: number;
 }
 
-/** What the cache holds per key: the answer, when it was asked, and how long it is served unproven. */
-interface Entry<V> {
+/**
+ * What the cache holds per key, compactly: lru-cache already keeps each slot's start (set to when
+ * its question was asked) and TTL in tables preallocated by `maxEntries`, so an answer kept for
+ * exactly its own TTL is held as the bare value, and only one kept longer than it is served
+ * unproven (freshness), or never to be served again, is held in a Held — the same Held for every
+ * entry of one primitive value and TTL (a boolean answer: a handful per cache). Per entry that is
+ * the key and lru-cache's slot alone (bench/memory.ts --per-cache).
+ */
+class Held<V> {
   readonly value: V;
-  readonly askedAt: number;
-  /** Negative when an invalidation covering it came while it was asked: never served. */
+  /** How long it is served without a proof from the feed; negative: never served (an invalidation covering it came while it was asked). */
   readonly ttlMs: number;
+
+  constructor(value: V, ttlMs: number) {
+    this.value = value;
+    this.ttlMs = ttlMs;
+  }
 }
+const NEVER_SERVED = -1;
+/** Distinct values (and TTLs per value) a lookup shares a Held for; past it the table starts again, which costs only sharing. */
+const SHARED_HELD_MAX = 64;
 
 /** How events keep a lookup's answers fresh. */
 export interface LookupFreshness<C> {
@@ -75,7 +89,7 @@ export interface CachedLookupOptions<V extends {}, C, S> {
 export class CachedLookup<V extends {}, C, S = undefined> {
   // The context is typed unknown here (lru-cache's fetch() options cannot be resolved for a generic
   // context); lookup() is the only caller and always passes a C.
-  readonly #cache: LRUCache<string, Entry<V>, unknown>;
+  readonly #cache: LRUCache<string, V | Held<V>, unknown>;
   readonly #metric: string;
   readonly #dependency: string;
   readonly #question: string;
@@ -84,6 +98,11 @@ export class CachedLookup<V extends {}, C, S = undefined> {
   /** Counts invalidations; `#invalidated` holds the latest ones' prefixes, oldest first. */
   #epoch = 0;
   readonly #invalidated: Array<{ readonly epoch: number; readonly prefix: string }> = [];
+  /** One Held per primitive value and TTL (see Held). */
+  readonly #shared = new Map<V, Map<number, Held<V>>>();
+  /** Where get() reports the entry's start (when its question was asked); reused, as get() is synchronous. */
+  readonly #status: LRUCache.Status<string, V | Held<V>> = {};
+  readonly #getOptions: LRUCache.GetOptions<string, V | Held<V>, unknown> = { noDeleteOnStaleGet: true, status: this.#status };
 
   constructor(options: CachedLookupOptions<V, C, S>) {
     this.#metric = options.metric;
@@ -92,12 +111,13 @@ export class CachedLookup<V extends {}, C, S = undefined> {
     this.#now = options.now ?? (() => performance.now());
     this.#freshness = options.freshness;
     const { source, dependency, freshness } = options;
-    this.#cache = new LRUCache<string, Entry<V>, unknown>({
+    this.#cache = new LRUCache<string, V | Held<V>, unknown>({
       max: options.maxEntries,
       ttl: options.ttlMs,
       perf: { now: this.#now },
-      // A clock a test moves is read on every lookup (lru-cache otherwise reuses a reading for 1 ms by a timer).
-      ...(options.now === undefined ? {} : { ttlResolution: 0 }),
+      // The clock is read on every lookup (lru-cache otherwise reuses a reading for 1 ms by a timer):
+      // a bare value is served for exactly its TTL, which lru-cache alone decides.
+      ttlResolution: 0,
       fetchMethod: async (key, _stale, { options: entry, context: asking }) => {
         const context = asking as C;
         const askedAt = this.#now();
@@ -109,8 +129,13 @@ export class CachedLookup<V extends {}, C, S = undefined> {
           throw new DependencyUnavailable(dependency, `${source.name} replaced or removed while asking`);
         }
         const ttlMs = answer.ttlMs ?? options.ttlMs;
-        entry.ttl = freshness === undefined ? ttlMs : Math.max(ttlMs, freshness.safetyNetTtlMs);
-        return { value: answer.value, askedAt, ttlMs: this.#invalidatedSince(epoch, key) ? -1 : ttlMs };
+        const keptMs = freshness === undefined ? ttlMs : Math.max(ttlMs, freshness.safetyNetTtlMs);
+        // Aged from when it was asked, as its TTL is (lru-cache reads a start of 0 as "no TTL").
+        (entry as { start?: number }).start = askedAt === 0 ? Number.MIN_VALUE : askedAt;
+        // lru-cache reads a TTL of 0 as "forever": an answer that may not be kept is never served again, and leaves soon.
+        entry.ttl = Math.max(keptMs, 1);
+        if (ttlMs <= 0 || this.#invalidatedSince(epoch, key)) return this.#held(answer.value, NEVER_SERVED);
+        return ttlMs === keptMs ? answer.value : this.#held(answer.value, ttlMs);
       },
     });
   }
@@ -119,17 +144,18 @@ export class CachedLookup<V extends {}, C, S = undefined> {
   async lookup(key: string, context: C): Promise<V> {
     // A fresh entry is answered by get(), which costs a fraction of fetch(); anything else (absent,
     // stale, unproven, in flight) goes through fetch(). A stale entry is left for fetch() to refresh.
-    const held = this.#cache.get(key, { noDeleteOnStaleGet: true });
+    const held = this.#cache.get(key, this.#getOptions);
     if (held !== undefined && this.#servable(held, context)) {
       publishCacheLookup(this.#metric, "hit");
-      return held.value;
+      return held instanceof Held ? held.value : held;
     }
-    const status: LRUCache.Status<string, Entry<V>> = {};
-    // An entry held but not servable is asked again (an entry in flight is still shared).
-    const answer = await this.#cache.fetch(key, { context, status, forceRefresh: held !== undefined });
+    const status: LRUCache.Status<string, V | Held<V>> = {};
+    // An entry held but not servable is asked again (an entry in flight is still shared); a new
+    // one is keyed by a flat copy of the key.
+    const answer = await this.#cache.fetch(held === undefined ? flatCopy(key) : key, { context, status, forceRefresh: held !== undefined });
     publishCacheLookup(this.#metric, status.fetch);
     if (answer === undefined) throw new DependencyUnavailable(this.#dependency, `no ${this.#question} answer`);
-    return answer.value;
+    return answer instanceof Held ? answer.value : answer;
   }
 
   /**
@@ -155,13 +181,37 @@ export class CachedLookup<V extends {}, C, S = undefined> {
     for (const key of [...this.#cache.keys()]) if (key.startsWith(prefix)) this.#cache.delete(key);
   }
 
-  /** Within its own TTL, or its scope's feed proves every change up to within that TTL applied. */
-  #servable(entry: Entry<V>, context: C): boolean {
+  /**
+   * Within its own TTL, or its scope's feed proves every change up to within that TTL applied. A
+   * bare value is within it: lru-cache, which has just returned it, keeps it for exactly its TTL.
+   */
+  #servable(held: V | Held<V>, context: C): boolean {
+    if (!(held instanceof Held)) return true;
+    if (held.ttlMs < 0) return false;
     const now = this.#now();
-    if (now - entry.askedAt <= entry.ttlMs) return true;
-    if (this.#freshness === undefined || entry.ttlMs < 0) return false;
+    // Set by the get() that returned it: when its question was asked.
+    if (now - this.#status.start! <= held.ttlMs) return true;
+    if (this.#freshness === undefined) return false;
     const proven = this.#freshness.feed.provenUntil(this.#freshness.scopeOf(context));
-    return proven !== undefined && now - proven <= entry.ttlMs;
+    return proven !== undefined && now - proven <= held.ttlMs;
+  }
+
+  /** The Held of `value` and `ttlMs`: shared when the value is a primitive, its own otherwise. */
+  #held(value: V, ttlMs: number): Held<V> {
+    if (typeof value === "object" || typeof value === "function") return new Held(value, ttlMs);
+    let byTtl = this.#shared.get(value);
+    if (byTtl === undefined) {
+      if (this.#shared.size >= SHARED_HELD_MAX) this.#shared.clear();
+      byTtl = new Map();
+      this.#shared.set(value, byTtl);
+    }
+    let held = byTtl.get(ttlMs);
+    if (held === undefined) {
+      if (byTtl.size >= SHARED_HELD_MAX) byTtl.clear();
+      held = new Held(value, ttlMs);
+      byTtl.set(ttlMs, held);
+    }
+    return held;
   }
 
   /** Whether an invalidation since `epoch` covered `key` (or too many came to tell). */
@@ -174,4 +224,15 @@ export class CachedLookup<V extends {}, C, S = undefined> {
     }
     return false;
   }
+}
+
+/**
+ * A flat copy of `key`, when it is Latin-1 (as every key built from ids and names is). Keys are
+ * built by concatenation, which V8 keeps as a tree of the parts until it is read whole; the cache
+ * holds its keys for as long as their entries live, and a flat copy is 64 bytes lighter per key
+ * than such a tree once it has been read (bench/memory.ts --per-cache).
+ */
+function flatCopy(key: string): string {
+  const copy = Buffer.from(key, "latin1").toString("latin1");
+  return copy === key ? copy : key;
 }
