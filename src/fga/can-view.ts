@@ -7,7 +7,7 @@
  * store's answers, and an answer is kept past its TTL, up to `safetyNetTtlMs`, while every change is
  * known applied.
  */
-import { CredentialsMethod, OpenFgaClient } from "@openfga/sdk";
+import { ConsistencyPreference, CredentialsMethod, OpenFgaClient } from "@openfga/sdk";
 import type { Logger } from "pino";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { withDeadline } from "../dependencies/deadline.ts";
@@ -91,6 +91,9 @@ export class OpenFgaCanView implements ClusterViewCheck {
             ...(options.logger === undefined ? {} : { logger: options.logger }),
           });
     const changes = this.#changes;
+    // Kept until a change drops it, an answer must not come from OpenFGA's own Check cache (when
+    // enabled, it serves what it computed before the change for its TTL; HIGHER_CONSISTENCY skips it).
+    const consistency = changes === undefined ? {} : { consistency: ConsistencyPreference.HigherConsistency };
     this.#cache = new CachedLookup({
       metric: "openfga_can_view",
       dependency: "openfga",
@@ -106,7 +109,7 @@ export class OpenFgaCanView implements ClusterViewCheck {
           options.timeoutMs,
           () =>
             client
-              .check({ user: `user:${context.userId}`, relation: "can_view", object: `cluster:${context.clusterId}` }, { storeId: context.storeId })
+              .check({ user: `user:${context.userId}`, relation: "can_view", object: `cluster:${context.clusterId}` }, { storeId: context.storeId, ...consistency })
               .catch((err: unknown) => {
                 if (isStoreGone(err)) this.#store.forget(context.storeId);
                 throw err;

@@ -10,6 +10,8 @@ export interface OpenFGAOptions {
   storeName?: string;
   /** Listen on these ports (e.g. those of an OpenFGA this one replaces); free ones by default. */
   ports?: { http: number; grpc: number };
+  /** More `openfga run` flags (e.g. its own Check cache). */
+  args?: readonly string[];
 }
 
 export interface OpenFGA {
@@ -40,6 +42,7 @@ export async function startOpenFGA(opts: OpenFGAOptions): Promise<OpenFGA> {
     "--playground-enabled=false",
     "--metrics-enabled=false",
     "--log-level=warn",
+    ...(opts.args ?? []),
   ], makeTempDir("openfga"));
 
   try {

@@ -208,3 +208,34 @@ describe("OpenFGA can_view follows ReadChanges (real server)", () => {
     expect(ms).toBeLessThan(500 + POLL_MS + 300);
   });
 });
+
+describe("OpenFGA with its own Check cache (--check-query-cache-enabled, 60 s)", () => {
+  let cached: OpenFGA;
+  let writer: OpenFgaClient;
+  beforeAll(async () => {
+    cached = await startOpenFGA({ modelFile: MODEL, args: ["--check-query-cache-enabled", "--check-query-cache-ttl=60s"] });
+    writer = new OpenFgaClient({ apiUrl: cached.apiUrl, storeId: cached.storeId });
+  });
+  afterAll(async () => cached?.stop());
+
+  it("the Check asked again after a change is not answered from OpenFGA's cache", async () => {
+    const org = "org-cached";
+    const cluster = "cluster-cached";
+    const user = "9a9a9a9a-0000-4000-8000-0000000003aa";
+    await writer.write({
+      writes: [
+        { user: `organization:${org}`, relation: "owner", object: `cluster:${cluster}` },
+        { user: `user:${user}`, relation: "viewer", object: `organization:${org}` },
+      ],
+    });
+    const g = gate({ apiUrl: cached.apiUrl, store: { id: cached.storeId } });
+    await until(synced(g));
+    expect(await g.canView(user, cluster)).toBe(true);
+    // What a gate without the change feed would ask: OpenFGA's cache holds the allow now.
+    expect((await writer.check({ user: `user:${user}`, relation: "can_view", object: `cluster:${cluster}` })).allowed).toBe(true);
+    await writer.write({ deletes: [{ user: `user:${user}`, relation: "viewer", object: `organization:${org}` }] });
+    expect((await writer.check({ user: `user:${user}`, relation: "can_view", object: `cluster:${cluster}` })).allowed).toBe(true);
+    const ms = await msUntilAnswer(g, user, cluster, false);
+    expect(ms).toBeLessThan(WITHIN_MS);
+  });
+});
