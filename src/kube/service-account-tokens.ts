@@ -4,7 +4,9 @@
  * one request. A plugin's token is cached per installation uid as well as per name: a token is
  * bound to the ServiceAccount object that was asked, so after a reinstall under the same name
  * (new installation, new ServiceAccount, same names) the old entry would be a token the API server
- * rejects with 401 until it expired.
+ * rejects with 401 until it expired. The ServiceAccount change feed (service-account-changes.ts)
+ * drops an account's tokens, and a cached "no such ServiceAccount", as soon as it is deleted or
+ * re-created; the TTL stays what it is.
  */
 import { CoreV1Api } from "#kubernetes-client";
 import { type Cluster, type Clusters, perCluster } from "./clusters.ts";
@@ -13,6 +15,7 @@ import { withDeadline } from "../dependencies/deadline.ts";
 import type { MintedToken, ServiceAccountTokens } from "../authz/ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
 import { safeHeaderValue } from "../headers/mutations.ts";
+import { SERVICE_ACCOUNT_SOURCE, type ServiceAccountCause, type TokenInvalidation } from "./service-account-changes.ts";
 
 /** The dependency name in errors, logs and metrics. */
 const TOKEN_REQUEST_DEPENDENCY = "kube-tokenrequest";
@@ -42,7 +45,7 @@ interface Target {
 const MISSING: MintedToken = Object.freeze({ token: "" as MintedToken["token"], envoyCluster: "" });
 const MISSING_TTL_MS = 2_000;
 
-export class TokenRequests implements ServiceAccountTokens {
+export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
   readonly #cache: CachedLookup<MintedToken, Target, Cluster>;
 
   constructor(clusters: Clusters, options: ServiceAccountTokenOptions) {
@@ -100,6 +103,14 @@ export class TokenRequests implements ServiceAccountTokens {
   async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<MintedToken | undefined> {
     const token = await this.#cache.lookup(tokenKey(clusterId, namespace, name, ownerUid), { clusterId, namespace, name });
     return token === MISSING ? undefined : token;
+  }
+
+  /**
+   * The ServiceAccount was deleted or re-created: drops its tokens for every owner, and a cached
+   * "missing"; a request in flight across this is answered but not kept.
+   */
+  invalidateServiceAccount(clusterId: string, namespace: string, name: string, cause: ServiceAccountCause): void {
+    this.#cache.invalidate(`${clusterId}/${namespace}/${name}/`, SERVICE_ACCOUNT_SOURCE, cause);
   }
 
   /**

@@ -2,7 +2,9 @@
  * The user half of user ∩ plugin (FUN-17 §4): a SubjectAccessReview on the target cluster for the
  * user's per-user ServiceAccount. Answers are cached per full review (cluster, user, attributes)
  * with separate allow and deny TTLs; concurrent identical misses share one review; errors are
- * never cached. A review the API server could not evaluate, and a denial from a server that is not
+ * never cached. With the cluster's RBAC change feed (cluster-change-feeds.ts) an answer outlives
+ * those TTLs, up to the safety net, while the feed proves every RBAC change applied, and an RBAC
+ * change drops the answers it can affect: its namespace's, or the cluster's (rbac-changes.ts). A review the API server could not evaluate, and a denial from a server that is not
  * ready (api-server-readiness.ts), are errors: 503, never a cached user-sar-denied.
  */
 import { hash } from "node:crypto";
@@ -15,6 +17,8 @@ import { withDeadline } from "../dependencies/deadline.ts";
 import type { SpanAttributes } from "../tracing/spans.ts";
 import type { AccessAttributes, UserAccessReview } from "../authz/ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
+import type { ChangeFeed } from "../cache/freshness.ts";
+import { RBAC_SOURCE, type RbacCause, type ReviewInvalidation } from "./rbac-changes.ts";
 
 /** The dependency name in errors, logs and metrics. */
 const SAR_DEPENDENCY = "kube-subjectaccessreview";
@@ -26,6 +30,12 @@ export interface UserAccessReviewOptions {
   readonly allowTtlMs: number;
   readonly denyTtlMs: number;
   readonly maxEntries: number;
+  /** The clusters' RBAC change feed (ClusterChangeFeeds.rbac); without it answers live for their TTLs only. */
+  readonly rbac?: {
+    readonly feed: ChangeFeed;
+    /** The longest an answer is kept while its cluster's feed proves it current (kube.sar.safetyNetTtlMs). */
+    readonly safetyNetTtlMs: number;
+  };
 }
 
 /** What one cached review asks; the review itself is built only when it is sent. */
@@ -35,7 +45,7 @@ interface Review {
   readonly attributes: AccessAttributes;
 }
 
-export class SubjectAccessReviews implements UserAccessReview {
+export class SubjectAccessReviews implements UserAccessReview, ReviewInvalidation {
   readonly #cache: CachedLookup<boolean, Review, Cluster>;
   readonly #readiness: ApiServerReadiness;
 
@@ -50,6 +60,9 @@ export class SubjectAccessReviews implements UserAccessReview {
       ttlMs: options.allowTtlMs,
       // Answered by a server the cluster no longer is (re-pointed or removed meanwhile): never cached.
       source: { name: "cluster", current: (context: Review) => clusters.get(context.clusterId) },
+      ...(options.rbac === undefined
+        ? {}
+        : { freshness: { feed: options.rbac.feed, scopeOf: (context: Review) => context.clusterId, safetyNetTtlMs: options.rbac.safetyNetTtlMs } }),
       ask: async (context: Review, cluster: Cluster) => {
         const body = reviewFor(context.userId, context.attributes);
         const review = await withDeadline(
@@ -71,6 +84,16 @@ export class SubjectAccessReviews implements UserAccessReview {
 
   async allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean> {
     return this.#cache.lookup(reviewKey(clusterId, userId, attributes), { clusterId, userId, attributes });
+  }
+
+  /** A Role or RoleBinding of `namespace` changed: drops the cluster's answers about that namespace. */
+  invalidateNamespace(clusterId: string, namespace: string, cause: RbacCause): void {
+    this.#cache.invalidate(`${clusterId}/${namespace}/`, RBAC_SOURCE, cause);
+  }
+
+  /** A ClusterRole or ClusterRoleBinding changed, or a list may hide changes: drops all of the cluster's answers. */
+  invalidateCluster(clusterId: string, cause: RbacCause): void {
+    this.#cache.invalidate(`${clusterId}/`, RBAC_SOURCE, cause);
   }
 
   /**
@@ -95,16 +118,20 @@ export function verdictOf(status: V1SubjectAccessReviewStatus | undefined): "all
 }
 
 /**
- * The cache key of one review: the cluster, then the SHA-256 of what the review's spec is made from
- * (reviewFor: the user and every attribute, in a fixed order), so a hit builds no review. Equal keys
- * are equal specs. The attributes carry what the URL named, which a caller shapes; hashed, they are
- * 43 characters. The cluster comes first in the clear so that a replaced or removed cluster's
- * answers can be found and dropped.
+ * The cache key of one review: the cluster, the namespace it asks about ("" for a cluster-scoped or
+ * non-resource request), then the SHA-256 of what the review's spec is made from (reviewFor: the
+ * user and every attribute, in a fixed order), so a hit builds no review. Equal keys are equal specs.
+ * The attributes carry what the URL named, which a caller shapes; hashed, they are 43 characters
+ * (base64url: no "/"). The cluster and the namespace come first in the clear so that a replaced or
+ * removed cluster's answers, and those an RBAC change in one namespace can affect, can be found and
+ * dropped by prefix. A namespace the API server would refuse (one holding "/") at worst widens what
+ * another namespace's prefix drops.
  */
 export function reviewKey(clusterId: string, userId: string, a: AccessAttributes): string {
   const asked =
     a.kind === "resource" ? [userId, a.verb, a.group, a.version, a.resource, a.subresource, a.namespace, a.name] : [userId, a.verb, a.path];
-  return `${clusterId}/${hash("sha256", JSON.stringify(asked), "base64url")}`;
+  const namespace = a.kind === "resource" ? a.namespace : "";
+  return `${clusterId}/${namespace}/${hash("sha256", JSON.stringify(asked), "base64url")}`;
 }
 
 /** The SubjectAccessReview the API server would evaluate for the user's ServiceAccount making this request. */

@@ -30,7 +30,7 @@ import { ListSlots } from "./list-slots.ts";
  * The longest a list may take before it counts as failed and is retried with backoff, from when it
  * got a list slot (list-slots.ts): waiting for one is not a failure.
  */
-const LIST_TIMEOUT_MS = 10_000;
+export const LIST_TIMEOUT_MS = 10_000;
 
 /**
  * How long a watch may stay silent (no event, no bookmark) before the index counts as unsynced.
@@ -125,14 +125,14 @@ export function keepListWatchMetadata(metadata: V1ObjectMeta): Pick<V1ObjectMeta
 const LIST_PAGE_SIZE = 500;
 
 /** One page of a list: from `_continue` (the previous page's token), at most `limit` objects. */
-type ListPage<T extends KubernetesObject> = (page: { limit: number; _continue?: string }, signal: AbortSignal) => Promise<KubernetesListObject<T>>;
+export type ListPage<T extends KubernetesObject> = (page: { limit: number; _continue?: string }, signal: AbortSignal) => Promise<KubernetesListObject<T>>;
 
 /**
  * The whole list, a page at a time, each page's objects kept (IndexStore.keep) before the next is
  * asked for. The pages are one snapshot: the API server serves every continuation at the first
  * page's resourceVersion, or answers 410 if that is compacted away (a failed list, listed afresh).
  */
-async function listInPages<T extends KubernetesObject>(listPage: ListPage<T>, keep: (obj: T) => T, signal: AbortSignal): Promise<KubernetesListObject<T>> {
+export async function listInPages<T extends KubernetesObject>(listPage: ListPage<T>, keep: (obj: T) => T, signal: AbortSignal): Promise<KubernetesListObject<T>> {
   const items: T[] = [];
   let _continue: string | undefined;
   for (;;) {

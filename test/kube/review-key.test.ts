@@ -48,6 +48,30 @@ describe("reviewKey", () => {
   });
 
   it("starts with the cluster, so a removed cluster's answers can be dropped by prefix", () => {
-    expect(reviewKey("c1", "u", { kind: "non-resource", verb: "get", path: "/version" })).toMatch(/^c1\/[A-Za-z0-9_-]{43}$/);
+    expect(reviewKey("c1", "u", { kind: "non-resource", verb: "get", path: "/version" })).toMatch(/^c1\/\/[A-Za-z0-9_-]{43}$/);
+  });
+
+  // An RBAC change in namespace N drops the keys under `${cluster}/${N}/` (rbac-changes.ts): every
+  // review about N, and no other; cluster-scoped and non-resource reviews sit under "".
+  it.each([
+    { name: "a namespaced resource", attributes: { kind: "resource", verb: "get", group: "", version: "v1", resource: "pods", subresource: "", namespace: "team-a", name: "" }, prefix: "c1/team-a/" },
+    { name: "a cluster-scoped resource", attributes: { kind: "resource", verb: "list", group: "", version: "v1", resource: "nodes", subresource: "", namespace: "", name: "" }, prefix: "c1//" },
+    { name: "a non-resource path", attributes: { kind: "non-resource", verb: "get", path: "/healthz" }, prefix: "c1//" },
+  ] satisfies Array<{ name: string; attributes: AccessAttributes; prefix: string }>)("$name sits under $prefix", ({ attributes: a, prefix }) => {
+    expect(reviewKey("c1", "u", a)).toMatch(new RegExp(`^${prefix}[A-Za-z0-9_-]{43}$`));
+  });
+
+  it("a namespace's prefix holds exactly that namespace's reviews of that cluster (generated)", () => {
+    const label = fc.constantFrom("", "a", "ab", "a-b", "b", "kube-system", "plugin-x");
+    fc.assert(
+      fc.property(fc.constantFrom("c1", "c10", "c2"), label, asked, label, (cluster, namespace, x, other) => {
+        const a: AccessAttributes = x.attributes.kind === "resource" ? { ...x.attributes, namespace } : x.attributes;
+        const reviewed = a.kind === "resource" ? a.namespace : "";
+        const key = reviewKey(x.cluster, x.user, a);
+        expect(key.startsWith(`${cluster}/${other}/`)).toBe(cluster === x.cluster && other === reviewed);
+        expect(key.startsWith(`${cluster}/`)).toBe(cluster === x.cluster);
+      }),
+      { numRuns: 5_000 },
+    );
   });
 });
