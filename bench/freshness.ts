@@ -1,0 +1,93 @@
+/**
+ * How fast a change of rights takes effect (issue 45), measured: the world, the two replicas, the
+ * steady load and the changes of test/e2e/freshness.test.ts (test/e2e/freshness-world.ts), with
+ * ≥ 20 repetitions per change, printed as one Markdown table per replica — change | p50 | p99 | max,
+ * and what bounds each row — with the event sources live and with them cut. Not a test: it asserts
+ * nothing, and takes ~15 minutes (the cut rows bounded by a watch's silence probe take ~70 s each).
+ *
+ *   npx node bench/freshness.ts [--repetitions 20] [--slow-repetitions 1] [--only id,id] [--out FILE.md]
+ *
+ * `--slow-repetitions`: the cut rows that have no short TTL to fall back to (a hung PluginInstallation
+ * or Revocation watch, a hung ServiceAccount watch), each bounded by minutes, not seconds.
+ */
+import { writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import {
+  type Change,
+  CHANGES,
+  DEFAULT_ALLOW_TTL_MS,
+  type FreshnessWorld,
+  markdownTable,
+  measureChange,
+  type Repetition,
+  type Row,
+  startFreshnessWorld,
+} from "../test/e2e/freshness-world.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    repetitions: { type: "string", default: "20" },
+    "slow-repetitions": { type: "string", default: "1" },
+    only: { type: "string" },
+    out: { type: "string" },
+  },
+});
+const repetitions = Number(args.repetitions);
+const slowRepetitions = Number(args["slow-repetitions"]);
+const only = args.only?.split(",");
+const changes = CHANGES.filter((c) => only === undefined || only.includes(c.id));
+
+/** Live: the short TTLs are 30 s; past 10 s a row is TTL-bound, and its figure says "> 10000". */
+const LIVE_CAP_MS = 10_000;
+/** Cut, rows with a short TTL to fall back to: today's allow TTL and 3 s. */
+const CUT_CAP_MS = DEFAULT_ALLOW_TTL_MS + 3_000;
+/** Cut, rows bounded by a watch's silence probe (70 s by default) or a token's refresh (~48 min). */
+const SLOW_CUT_CAP_MS = 100_000;
+
+const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");
+const progress = (change: Change, i: number, r: Repetition) =>
+  process.stderr.write(
+    `  ${change.id} #${i + 1}: ${r.notSteady !== undefined ? `no steady state (${r.notSteady})` : r.ms.map((ms, k) => `${ms === undefined ? "over the cap" : `${ms.toFixed(0)} ms`} (${r.reasons[k] ?? "ok"})`).join(" | ")}\n`,
+  );
+
+async function run(world: FreshnessWorld, mode: "live" | "cut"): Promise<{ rows: Row[]; caps: Map<Row, number> }> {
+  await world.startReplicas(mode);
+  const rows: Row[] = [];
+  const caps = new Map<Row, number>();
+  for (const change of changes) {
+    const slow = mode === "cut" && !change.cutWithinTtl;
+    const capMs = mode === "live" ? LIVE_CAP_MS : slow ? SLOW_CUT_CAP_MS : CUT_CAP_MS;
+    process.stderr.write(`${mode}: ${change.label} (load average ${load()})\n`);
+    const measured = await measureChange(world, change, slow ? slowRepetitions : repetitions, {
+      cut: mode === "cut",
+      capMs,
+      steadyCapMs: 40_000,
+      onRepetition: progress,
+    });
+    const row = { change, repetitions: measured };
+    rows.push(row);
+    caps.set(row, capMs);
+  }
+  return { rows, caps };
+}
+
+const started = new Date();
+const loadBefore = load();
+const world = await startFreshnessWorld();
+let report: string;
+try {
+  const live = await run(world, "live");
+  const cut = await run(world, "cut");
+  const tables = (mode: "live" | "cut", result: { rows: Row[]; caps: Map<Row, number> }) =>
+    [0, 1].map((replica) => `replica ${replica + 1}:\n\n${markdownTable(result.rows, replica, mode, (row) => result.caps.get(row)!)}`).join("\n\n");
+  report = [
+    `Measured ${started.toISOString()} by \`npx node bench/freshness.ts\` (${repetitions} repetitions per change, ${slowRepetitions} for the cut rows bounded by minutes), ${cpus().length} cores; load average (1, 5, 15 min) ${loadBefore} before, ${load()} after.`,
+    `### Event sources live (short TTLs at 30 s: only an event explains a refusal within them)\n\n${tables("live", live)}`,
+    `### Event sources cut (every watch open hung, OpenFGA's changes endpoint 500; today's TTLs: allow 5 s, deny 2 s)\n\n${tables("cut", cut)}`,
+  ].join("\n\n");
+} finally {
+  await world.stop();
+}
+console.log(report);
+if (args.out !== undefined) writeFileSync(args.out, `${report}\n`);
