@@ -140,7 +140,8 @@ export class TupleChanges implements ChangeFeed {
     if (this.#stopped || this.#timer !== undefined) return;
     const loop = (): void => {
       const started = this.#now();
-      void this.poll().finally(() => {
+      // #pollOnce catches what a read throws; the catch keeps anything else from ending the process.
+      void this.poll().catch(() => {}).finally(() => {
         if (this.#stopped) return;
         this.#timer = setTimeout(loop, Math.max(0, this.#options.pollMs - (this.#now() - started)));
         this.#timer.unref();
