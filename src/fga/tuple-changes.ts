@@ -167,6 +167,7 @@ export class TupleChanges implements ChangeFeed {
   }
 
   async #pollOnce(): Promise<void> {
+    if (this.#stopped) return;
     const storeId = this.#options.currentStore();
     // A name between two lookups has no id for a moment: the proof waits, as it does for a failed read.
     if (storeId === undefined) return;

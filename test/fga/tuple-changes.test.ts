@@ -283,6 +283,7 @@ describe("TupleChanges: polling", () => {
     await stopping;
     const reads = client.reads.length;
     await new Promise((r) => setTimeout(r, 100));
+    await f.feed.poll();
     expect(client.reads.length).toBe(reads);
     expect(f.feed.provenUntil(STORE)).toBeUndefined();
     expect(f.dropped).toEqual([]);
