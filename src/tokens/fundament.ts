@@ -82,10 +82,19 @@ export interface TokenVerifierOptions {
   readonly now?: () => number;
 }
 
-/** A verified token: its claims and the algorithm it was signed with (for the migration metric). */
-interface Verified {
+/**
+ * A token verified with one of authn-api's public keys: its claims and the algorithm it was signed
+ * with (for the migration metric). An HS256 token's claims are cached alone, without this wrapper
+ * (40 bytes per cached token; HS256 is FUN-17 v1's and the default mode's only algorithm).
+ */
+class PublicKeyVerified {
   readonly claims: FundamentClaims;
   readonly alg: string;
+
+  constructor(claims: FundamentClaims, alg: string) {
+    this.claims = claims;
+    this.alg = alg;
+  }
 }
 
 export class TokenVerifier {
@@ -99,7 +108,7 @@ export class TokenVerifier {
    * cheaper to look up than hashing the whole token as a Map key); an entry never outlives the
    * token's `exp` (nor, for a JWKS-verified token, the key set's cache age). Failures are never cached.
    */
-  readonly #verified: LRUCache<string, Verified>;
+  readonly #verified: LRUCache<string, FundamentClaims | PublicKeyVerified>;
   /** One copy of each claim string that many cached tokens share (see SharedStrings). */
   readonly #shared: SharedStrings;
 
@@ -121,10 +130,11 @@ export class TokenVerifier {
   async verify(token: string): Promise<VerifyResult> {
     const key = hash("sha256", token, "binary");
     const cached = this.#verified.get(key);
-    if (cached !== undefined && cached.claims.exp * 1000 > this.#now()) {
+    const held = cached instanceof PublicKeyVerified ? cached.claims : cached;
+    if (held !== undefined && held.exp * 1000 > this.#now()) {
       publishCacheLookup("verified_token", "hit");
-      publishTokenVerified(cached.alg, cached.claims.type);
-      return { ok: true, claims: cached.claims };
+      publishTokenVerified(cached instanceof PublicKeyVerified ? cached.alg : "HS256", held.type);
+      return { ok: true, claims: held };
     }
     publishCacheLookup("verified_token", "miss");
     const alg = algorithmOf(token);
@@ -137,7 +147,7 @@ export class TokenVerifier {
     if (tooLong !== undefined) return { ok: false, detail: tooLong };
     const untilExp = claims.exp * 1000 - this.#now();
     const ttl = alg === "HS256" ? untilExp : Math.min(untilExp, this.#publicKeys!.cacheMaxAgeMs);
-    if (ttl > 0) this.#verified.set(key, { claims, alg }, { ttl });
+    if (ttl > 0) this.#verified.set(key, alg === "HS256" ? claims : new PublicKeyVerified(claims, alg), { ttl });
     publishTokenVerified(alg, claims.type);
     return { ok: true, claims };
   }

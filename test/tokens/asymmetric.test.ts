@@ -132,6 +132,29 @@ describe("the migration metric", () => {
   });
 });
 
+describe("the migration metric, from the cache", () => {
+  // An HS256 token's claims are cached alone; a public key's verification keeps its algorithm beside them.
+  it("counts a cache hit on a token verified with a public key by its own algorithm", async () => {
+    const seen: TokenVerified[] = [];
+    const onVerified = (m: unknown) => void seen.push(m as TokenVerified);
+    subscribe("portcullis:token-verified", onVerified);
+    try {
+      const v = verifier("migration");
+      const es = await jwks.sign(keys.ES256, pluginClaims());
+      const hs = await sign(pluginClaims());
+      for (const token of [es, hs, es, hs]) expect((await v.verify(token)).ok).toBe(true);
+    } finally {
+      unsubscribe("portcullis:token-verified", onVerified);
+    }
+    expect(seen).toEqual([
+      { alg: "ES256", type: "plugin" },
+      { alg: "HS256", type: "plugin" },
+      { alg: "ES256", type: "plugin" },
+      { alg: "HS256", type: "plugin" },
+    ]);
+  });
+});
+
 describe("rotation and the key set's cache", () => {
   it("a new kid is accepted on first sight; a removed key stops verifying once the cache age has passed", async () => {
     const v = verifier("asymmetric", { cacheMaxAgeMs: 1_000, cooldownMs: 100 });
