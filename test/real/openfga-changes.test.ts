@@ -240,3 +240,32 @@ describe("OpenFGA with its own Check cache (--check-query-cache-enabled, 60 s)",
     expect(ms).toBeLessThan(WITHIN_MS);
   });
 });
+
+describe("a store named, re-created under its name", () => {
+  it("the feed follows the id the gate asks now: the new store is read and synced, the old one no longer followed", async () => {
+    const admin = new OpenFgaClient({ apiUrl: fga.apiUrl });
+    const model = transformer.transformDSLToJSONObject(readFileSync(MODEL, "utf8")) as Parameters<OpenFgaClient["writeAuthorizationModel"]>[0];
+    const seed = async (members: string[]): Promise<string> => {
+      const { id } = await admin.createStore({ name: "changes-by-name" });
+      const store = new OpenFgaClient({ apiUrl: fga.apiUrl, storeId: id });
+      await store.writeAuthorizationModel(model);
+      await store.write({
+        writes: [
+          { user: "organization:acme", relation: "owner", object: "cluster:named" },
+          ...members.map((m) => ({ user: `user:${m}`, relation: "viewer", object: "organization:acme" })),
+        ],
+      });
+      return id;
+    };
+    const member = "9a9a9a9a-0000-4000-8000-0000000004aa";
+    const first = await seed([member]);
+    const g = gate({ store: { name: "changes-by-name" }, storeLookup: { minIntervalMs: 100, refreshMs: 300 } });
+    expect(await g.canView(member, "named")).toBe(true);
+    await until(() => g.feedStates().some((s) => s.scope === first && s.synced));
+    await admin.deleteStore({ storeId: first });
+    const second = await seed([]);
+    await until(async () => (await g.canView(member, "named").catch(() => undefined)) === false);
+    await until(() => g.feedStates().some((s) => s.scope === second && s.synced));
+    expect(g.feedStates().map((s) => s.scope)).toEqual([second]);
+  });
+});
