@@ -17,23 +17,29 @@ const ratio = (v: number, base: number | undefined) => (base === undefined || !N
 const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(v < 10 ? 2 : 1) : "–");
 const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(0)}%` : "–");
 
-/** The no-op's best saturation run: the ceiling for the throughput ratios. */
-function ceiling(r: Results): HotResult | undefined {
-  const first = r.hot.find((h) => h.id === "noop");
+/** The no-ops: the empty OK, and the same-bytes one answering scenario 3's allow (bench/noop-server.ts). */
+type NoopId = "noop" | "noop-same-bytes";
+const NOOPS: readonly NoopId[] = ["noop", "noop-same-bytes"];
+const isNoop = (id: string) => (NOOPS as readonly string[]).includes(id);
+
+/** A no-op's best saturation run: the ceiling for the throughput ratios. */
+function ceiling(r: Results, id: NoopId = "noop"): HotResult | undefined {
+  const first = r.hot.find((h) => h.id === id);
   if (first === undefined) return undefined;
   return { ...first, saturation: first.saturationRuns.toSorted((a, b) => b.rps - a.rps)[0] ?? first.saturation };
 }
 
 /**
- * A scenario's CPU per check at the reference rate against the no-op's, process by process: each
- * process against the mean of the no-op processes run just before and just after it.
+ * A scenario's CPU per check at the reference rate against a no-op's (`base`: the empty OK's by
+ * default, or the same-bytes one's), process by process: each process against the mean of that
+ * no-op's processes run just before and just after it.
  */
-export function referenceRatios(r: Results, id: string): Array<{ cpuUs: number; noopCpuUs: number; capacityRatio: number }> {
+export function referenceRatios(r: Results, id: string, base: NoopId = "noop"): Array<{ cpuUs: number; noopCpuUs: number; capacityRatio: number }> {
   const out: Array<{ cpuUs: number; noopCpuUs: number; capacityRatio: number }> = [];
   r.processes.forEach((p, i) => {
-    if (p.id !== id || id === "noop") return;
-    const before = r.processes.slice(0, i).findLast((q) => q.id === "noop");
-    const after = r.processes.slice(i + 1).find((q) => q.id === "noop");
+    if (p.id !== id || id === base) return;
+    const before = r.processes.slice(0, i).findLast((q) => q.id === base);
+    const after = r.processes.slice(i + 1).find((q) => q.id === base);
     const around = [before, after].filter((q): q is ProcessRun => q !== undefined).map((q) => q.reference.cpuUsPerRequest);
     if (around.length === 0) return;
     const noopCpuUs = around.reduce((a, b) => a + b, 0) / around.length;
@@ -92,6 +98,7 @@ const range = (s: Spread, digits = 2) => (s.n < 2 ? `${s.median.toFixed(digits)}
 
 export function renderResults(r: Results): string {
   const noop = ceiling(r);
+  const sameBytes = ceiling(r, "noop-same-bytes");
   const out: string[] = [];
   const w = (...lines: string[]) => out.push(...lines);
 
@@ -141,13 +148,16 @@ export function renderResults(r: Results): string {
     "frames and syscalls are shared by more checks per event-loop turn; see the fixed-rate table's CPU column), so a server",
     "that ghz cannot saturate is charged more per check than one it can. Compare CPU per check at the reference rate above.",
     "",
-    "| scenario | checks/s | × no-op | p50 ms | p99 ms | server cores | ghz cores | CPU µs/check | × no-op | capacity/s on 1 core | × no-op | RSS idle MiB | RSS after MiB | × no-op | load avg |",
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "× same-bytes: against the same-bytes no-op (bench/noop-server.ts `--scenario same-bytes`: scenario 3's requests decoded as",
+    "portcullis's server decodes them, scenario 3's allow answered from bytes encoded once), the floor of this job on this stack.",
+    "",
+    "| scenario | checks/s | × no-op | × same-bytes | p50 ms | p99 ms | server cores | ghz cores | CPU µs/check | × no-op | × same-bytes | capacity/s on 1 core | × no-op | × same-bytes | RSS idle MiB | RSS after MiB | × no-op | load avg |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   );
   for (const h of r.hot) {
     const s = h.saturation;
     w(
-      `| ${label(h.id)} | ${s.rps.toFixed(0)} | ${ratio(s.rps, noop?.saturation.rps)} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${s.cpuCores.toFixed(2)} | ${s.ghzCores.toFixed(2)} | ${s.cpuUsPerRequest.toFixed(1)} | ${ratio(s.cpuUsPerRequest, noop?.saturation.cpuUsPerRequest)} | ${capacity(s).toFixed(0)} | ${ratio(capacity(s), noop === undefined ? undefined : capacity(noop.saturation))} | ${(h.rssIdleBytes / MiB).toFixed(0)} | ${(s.rssBytes / MiB).toFixed(0)} | ${ratio(s.rssBytes, noop?.saturation.rssBytes)} | ${h.loadAtStart === undefined ? "–" : h.loadAtStart.toFixed(2)} |`,
+      `| ${label(h.id)} | ${s.rps.toFixed(0)} | ${ratio(s.rps, noop?.saturation.rps)} | ${ratio(s.rps, sameBytes?.saturation.rps)} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${s.cpuCores.toFixed(2)} | ${s.ghzCores.toFixed(2)} | ${s.cpuUsPerRequest.toFixed(1)} | ${ratio(s.cpuUsPerRequest, noop?.saturation.cpuUsPerRequest)} | ${ratio(s.cpuUsPerRequest, sameBytes?.saturation.cpuUsPerRequest)} | ${capacity(s).toFixed(0)} | ${ratio(capacity(s), noop === undefined ? undefined : capacity(noop.saturation))} | ${ratio(capacity(s), sameBytes === undefined ? undefined : capacity(sameBytes.saturation))} | ${(h.rssIdleBytes / MiB).toFixed(0)} | ${(s.rssBytes / MiB).toFixed(0)} | ${ratio(s.rssBytes, noop?.saturation.rssBytes)} | ${h.loadAtStart === undefined ? "–" : h.loadAtStart.toFixed(2)} |`,
     );
   }
   const repeats = r.hot.filter((h) => h.saturationRuns.length > 1);
@@ -196,6 +206,8 @@ export function renderResults(r: Results): string {
   if (r.fleetError !== undefined) w("## Fleet", "", `**The fleet benchmark failed in this run:** ${r.fleetError.split("\n")[0]}`, "");
   if (r.hotPath !== undefined) {
     const base = r.hotPath.find((x) => x.scenario === "noop")?.cpuUsPerCheck;
+    const sameBytesBase = r.hotPath.find((x) => x.scenario === "noop-same-bytes")?.cpuUsPerCheck;
+    const above = (x: { scenario: string; cpuUsPerCheck: number }, b: number | undefined) => (b === undefined || isNoop(x.scenario) ? "" : `+${(x.cpuUsPerCheck - b).toFixed(2)}`);
     w(
       "## portcullis's own work per check",
       "",
@@ -204,11 +216,15 @@ export function renderResults(r: Results): string {
       "in flight, no gRPC or HTTP/2. `noop` decodes and encodes only, with proto-loader's conversions as the no-op server",
       "does; portcullis's scenarios with the server's own (src/envoy/protos.ts checkService, no conversion to plain objects).",
       "What a check costs above `noop` is portcullis's own work less that conversion; the rest of a check's cost in the",
-      "load tests is the gRPC/HTTP/2 stack both servers share.",
+      "load tests is the gRPC/HTTP/2 stack both servers share. `noop-same-bytes` decodes as portcullis's server does and",
+      "answers scenario 3's allow from bytes encoded once, as the same-bytes no-op server does.",
       "",
-      "| scenario | CPU µs per check | above noop |",
-      "| --- | ---: | ---: |",
-      ...r.hotPath.map((x) => `| ${x.scenario} | ${x.cpuUsPerCheck.toFixed(2)} | ${base === undefined || x.scenario === "noop" ? "" : `+${(x.cpuUsPerCheck - base).toFixed(2)}`} |`),
+      "| scenario | CPU µs per check | KiB allocated per check | above noop | above noop-same-bytes |",
+      "| --- | ---: | ---: | ---: | ---: |",
+      ...r.hotPath.map(
+        (x) =>
+          `| ${x.scenario} | ${x.cpuUsPerCheck.toFixed(2)} | ${x.bytesPerCheck === undefined ? "–" : (x.bytesPerCheck / 1024).toFixed(1)} | ${above(x, base)} | ${above(x, sameBytesBase)} |`,
+      ),
       "",
     );
   }
@@ -251,18 +267,30 @@ function targets(r: Results): string[] {
   const rows: string[] = [];
   const row = (target: string, met: boolean | undefined, figure: string) =>
     rows.push(`| ${target} | ${met === undefined ? "not measured" : met ? "**met**" : "**missed**"} | ${figure} |`);
-  const refTarget = (id: string, name: string, min: number) => {
-    const ratios = referenceRatios(r, id);
-    if (ratios.length === 0) return row(`${name} ≥ ${min} × the no-op's capacity by CPU per check at ${refRps}/s`, undefined, "");
+  const refTarget = (id: string, name: string, min: number, base: NoopId = "noop", extra = "") => {
+    const ratios = referenceRatios(r, id, base);
+    const noopName = base === "noop" ? "the no-op's" : "the same-bytes no-op's";
+    if (ratios.length === 0) return row(`${name} ≥ ${min} × ${noopName} capacity by CPU per check at ${refRps}/s`, undefined, "");
     const c = spreadOf(ratios.map((x) => x.capacityRatio));
     row(
-      `${name} ≥ ${min} × the no-op's capacity by CPU per check at ${refRps}/s (primary)`,
+      `${name} ≥ ${min} × ${noopName} capacity by CPU per check at ${refRps}/s (primary)`,
       c.median >= min,
       `${range(c)}× — median over ${c.n} process(es) (range), each against the no-op processes run just before and after it: ${ratios.map((x) => `${x.cpuUs.toFixed(1)} vs ${x.noopCpuUs.toFixed(1)} µs`).join("; ")}` +
-        sleepsNote(r, id),
+        sleepsNote(r, id) +
+        extra,
     );
   };
   refTarget("plugin-token", "Scenario 3", CAPACITY_TARGET);
+  // Issue 47: against the floor of this job, the same-bytes no-op, with the ratio at saturation beside it.
+  const sameBytes = ceiling(r, "noop-same-bytes");
+  if (sameBytes !== undefined) {
+    for (const [id, name, min] of [["plugin-assets", "Scenario 2 (plugin-assets)", 0.95], ["plugin-token", "Scenario 3", CAPACITY_TARGET]] as const) {
+      const h = byId(id);
+      if (h === undefined) continue;
+      const saturated = `; at saturation ${h.saturation.rps.toFixed(0)} vs ${sameBytes.saturation.rps.toFixed(0)} checks/s = ${(h.saturation.rps / sameBytes.saturation.rps).toFixed(2)}× (best run of each)`;
+      refTarget(id, name, min, "noop-same-bytes", saturated);
+    }
+  }
   if (noop !== undefined && plugin !== undefined) {
     const x = plugin.saturation.rps / noop.saturation.rps;
     const limitedByGhz = noop.saturation.ghzCores >= 0.9 && noop.saturation.cpuCores < 0.9;
@@ -395,6 +423,7 @@ function stability(r: Results): string[] {
     const ratios = referenceRatios(r, h.id);
     add(`${h.short}: × no-op capacity at ${r.settings["referenceRps"]}/s (bracketed)`, ratios.map((x) => x.capacityRatio), 2);
     add(`${h.short}: checks/s at saturation ÷ the best no-op run`, runs(h.id).flatMap((p) => p.saturationRuns.map((x) => x.rps / (ceiling(r)?.saturation.rps ?? NaN))), 2);
+    if (!isNoop(h.id)) add(`${h.short}: × same-bytes no-op capacity at ${r.settings["referenceRps"]}/s (bracketed)`, referenceRatios(r, h.id, "noop-same-bytes").map((x) => x.capacityRatio), 2);
   }
   add("core 1 calibration loop, CPU ms", r.processes.map((p) => p.calibrationMs));
   return [
@@ -440,6 +469,8 @@ export function headlineFigures(r: Results): Record<string, number> {
     }
     const best = r.hot.find((x) => x.id === h.id)?.saturation.rps;
     if (best !== undefined && noop !== undefined) put(saturationRatio(h.short), best / noop.saturation.rps);
+    const floor = referenceRatios(r, h.id, "noop-same-bytes");
+    if (!isNoop(h.id) && floor.length > 0) put(`${h.short}: × same-bytes no-op capacity at ${refRps}/s`, median(floor.map((x) => x.capacityRatio)));
   }
   const half = rateAt(r, r.hot.find((h) => h.id === "plugin-token"), 0.5);
   const noopHalf = rateAt(r, noop, 0.5);
@@ -494,11 +525,13 @@ function referenceSection(r: Results): string[] {
     const runs = r.processes.filter((p) => p.id === h.id);
     if (runs.length === 0) return [];
     const cpu = spreadOf(runs.map((p) => p.reference.cpuUsPerRequest));
-    const ratios = referenceRatios(r, h.id);
-    const c = spreadOf(ratios.map((x) => x.capacityRatio));
+    const against = (base: NoopId) => {
+      const c = spreadOf(referenceRatios(r, h.id, base).map((x) => x.capacityRatio));
+      return h.id === base ? "1.00×" : c.n === 0 ? "–" : `${range(c)}×`;
+    };
     const achieved = Math.min(...runs.map((p) => p.reference.rps));
     return [
-      `| ${label(h.id)} | ${runs.length} | ${achieved.toFixed(0)} | ${range(cpu, 1)} | ${(1e6 / cpu.median).toFixed(0)} | ${h.id === "noop" ? "1.00×" : c.n === 0 ? "–" : `${range(c)}×`} | ${referenceSleeps(r, h.id).toFixed(2)} | ${median(runs.map((p) => p.reference.p99Ms)).toFixed(2)} |`,
+      `| ${label(h.id)} | ${runs.length} | ${achieved.toFixed(0)} | ${range(cpu, 1)} | ${(1e6 / cpu.median).toFixed(0)} | ${against("noop")} | ${against("noop-same-bytes")} | ${referenceSleeps(r, h.id).toFixed(2)} | ${median(runs.map((p) => p.reference.p99Ms)).toFixed(2)} |`,
     ];
   });
   return [
@@ -512,8 +545,10 @@ function referenceSection(r: Results): string[] {
     "often the server's main thread slept and was woken per check (voluntary context switches; for OPA-Envoy, Go's first",
     "thread), which this figure charges for (see \"Sleeping is charged to CPU per check\" below).",
     "",
-    "| scenario | processes | achieved/s (lowest) | CPU µs/check, median (range) | capacity/s on 1 core | × no-op capacity | main-thread sleeps/check | p99 ms |",
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "× same-bytes no-op capacity: the same, against the same-bytes no-op's processes (it runs right after each no-op).",
+    "",
+    "| scenario | processes | achieved/s (lowest) | CPU µs/check, median (range) | capacity/s on 1 core | × no-op capacity | × same-bytes no-op capacity | main-thread sleeps/check | p99 ms |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...rows,
   ];
 }

@@ -5,6 +5,7 @@
  *   npm run bench                      the full run (about 15 minutes)
  *   npm run bench -- --quick           short runs, fewer users (about 5 minutes), for development
  *   npm run bench -- --only noop,plugin-token,opa   a subset (ids below); RESULTS.md is still written
+ *                                      (noop-same-bytes runs right after each no-op unless --only leaves it out)
  *   npm run bench -- --render          re-render RESULTS.md and the chart from bench/results.json
  *   npm run bench -- --no-write        print the results, write nothing into bench/
  *
@@ -64,7 +65,7 @@ const DEFAULTS = configSchema.parse({
   openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01JBENCHST0RE0000000000000" },
   clusters: [{ id: BENCH_CLUSTER, kubeconfig: "/nonexistent" }],
 });
-const ALL = "noop,plugin-assets,plugin-token,plugin-token-node-defaults,user-token,konfidence,opa,hot-path,profile,cold,memory,fleet";
+const ALL = "noop,noop-same-bytes,plugin-assets,plugin-token,plugin-token-node-defaults,user-token,konfidence,opa,hot-path,profile,cold,memory,fleet";
 const only = new Set((flags.only ?? ALL).split(","));
 const unknown = [...only].filter((id) => !ALL.split(",").includes(id));
 if (unknown.length > 0) throw new Error(`--only: unknown ${unknown.join(", ")}; the ids are ${ALL}`);
@@ -136,6 +137,7 @@ async function runAll(): Promise<Results> {
   commands.push(
     `# servers under test (one at a time, pinned to core ${SERVER_CORE}; portcullis with the shipped flags, src/cli/node-flags.ts):`,
     `taskset -c ${SERVER_CORE} node bench/noop-server.ts --ready-file F`,
+    `taskset -c ${SERVER_CORE} node bench/noop-server.ts --ready-file F --scenario same-bytes   # the same-bytes no-op, right after each no-op`,
     `${envPrefix(NODE_ENV)}taskset -c ${SERVER_CORE} node ${NODE_FLAGS.join(" ")} bench/servers/portcullis.ts --ready-file F --world $WORK/world.json   # scenarios 2-5 (konfidence: world-konfidence.json)`,
   );
   const portcullis = (name: string, file: string, shipped = true) =>
@@ -152,12 +154,18 @@ async function runAll(): Promise<Results> {
   // meanwhile touches both alike), and the no-op's repeats show how far one run moves by itself.
   // Each other scenario runs in `processRepeats` fresh processes: one Node (or OPA) process can
   // land ±10% off another on this VM, more than the runs within one process differ.
-  const others = HOT_SCENARIOS.filter((s) => s.id !== "noop" && only.has(s.id)).map((s) => s.id);
-  const withNoop = only.has("noop");
-  const plan: Array<{ id: HotId; rep: number }> = withNoop ? [{ id: "noop", rep: 0 }] : [];
+  // The same-bytes no-op (scenario 3's allow, encoded once) runs right after each no-op, so every
+  // scenario has both floors measured just before and just after it.
+  const noops = (["noop", "noop-same-bytes"] as const).filter((id) => only.has(id));
+  const others = HOT_SCENARIOS.filter((s) => !(noops as readonly string[]).includes(s.id) && only.has(s.id)).map((s) => s.id);
+  const plan: Array<{ id: HotId; rep: number }> = [];
+  const addNoops = () => {
+    for (const id of noops) plan.push({ id, rep: plan.filter((p) => p.id === id).length });
+  };
+  addNoops();
   for (const id of others) {
     for (let rep = 0; rep < settings.processRepeats; rep++) plan.push({ id, rep });
-    if (withNoop) plan.push({ id: "noop", rep: plan.filter((p) => p.id === "noop").length });
+    addNoops();
   }
   for (const s of plan) {
     const calibrationMs = coreCalibrationMs(SERVER_CORE);
@@ -167,6 +175,15 @@ async function runAll(): Promise<Results> {
     switch (s.id) {
       case "noop":
         server = await startProcess({ name: "noop", core: SERVER_CORE, command: [node, join(BENCH, "noop-server.ts"), "--ready-file", "{READY}"], workDir });
+        break;
+      case "noop-same-bytes":
+        // Scenario 3's requests (the default data file), answered with scenario 3's allow.
+        server = await startProcess({
+          name: "noop-same-bytes",
+          core: SERVER_CORE,
+          command: [node, join(BENCH, "noop-server.ts"), "--ready-file", "{READY}", "--scenario", "same-bytes"],
+          workDir,
+        });
         break;
       case "plugin-assets":
         server = await portcullis("portcullis-assets", worldFile);
@@ -257,7 +274,7 @@ async function runAll(): Promise<Results> {
 
   const hotPath: Array<{ scenario: string; cpuUsPerCheck: number; checks: number }> = [];
   if (only.has("hot-path")) {
-    for (const scenario of ["noop", "plugin-assets", "plugin-token", "user-token"]) {
+    for (const scenario of ["noop", "noop-same-bytes", "plugin-assets", "plugin-token", "user-token"]) {
       const cmd = ["-c", SERVER_CORE, node, ...NODE_FLAGS, join(BENCH, "hot-path.ts"), "--scenario", scenario, "--checks", String(quick ? 100_000 : 300_000), "--json"];
       const r = spawnSync("taskset", cmd, { encoding: "utf8", timeout: 300_000, env: { ...process.env, ...NODE_ENV } });
       if (r.status !== 0) throw new Error(`bench/hot-path.ts failed: ${r.stderr}`);

@@ -8,6 +8,7 @@ import type { SelfTime } from "./profile.ts";
 
 export const HOT_SCENARIOS = [
   { id: "noop", label: "no-op ext_authz (grpc-js)", short: "no-op" },
+  { id: "noop-same-bytes", label: "same-bytes no-op (scenario 3's allow, encoded once)", short: "same-bytes no-op" },
   { id: "plugin-assets", label: "2. plugin-assets allow", short: "plugin-assets" },
   { id: "plugin-token", label: "3. kube-api-proxy PluginToken, warm", short: "PluginToken" },
   {
@@ -62,7 +63,8 @@ export interface Results {
   readonly memory?: MemoryScenario;
   readonly moduleMemory?: ModuleStep[];
   readonly profile?: { scenario: string; totalMs: number; rows: SelfTime[]; requests: number };
-  readonly hotPath?: Array<{ scenario: string; cpuUsPerCheck: number; checks: number }>;
+  /** bench/hot-path.ts per scenario; bytesPerCheck: V8 heap allocated per check (absent in runs before 2026-12-06). */
+  readonly hotPath?: Array<{ scenario: string; cpuUsPerCheck: number; bytesPerCheck?: number; checks: number }>;
   readonly fleet?: FleetResult;
   /** Why the fleet benchmark did not finish, when it did not. */
   readonly fleetError?: string;

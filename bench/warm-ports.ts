@@ -11,17 +11,12 @@ import type { AccessAttributes, Installation, MintedToken } from "../src/authz/p
 import { CachedLookup } from "../src/cache/cached-lookup.ts";
 import { canViewKey } from "../src/fga/can-view.ts";
 import type { PolicyPorts, PortsRuntime } from "../src/server/ports.ts";
-import { type SafeHeaderValue, safeHeaderValue } from "../src/headers/mutations.ts";
 import { tokenKey } from "../src/kube/service-account-tokens.ts";
 import { reviewKey } from "../src/kube/user-access-review.ts";
+import { constantServiceAccountToken } from "./scenario3-allow.ts";
 import type { BenchWorld } from "./workload.ts";
 
-/** What a warm TokenRequest hands out: a ServiceAccount token of realistic size (kube-apiserver's are ~1 KB). */
-export function constantServiceAccountToken(): SafeHeaderValue {
-  const seg = (n: number) => "x".repeat(n);
-  // Checked once, as the real port checks a token when it caches it.
-  return safeHeaderValue(`eyJhbGciOiJSUzI1NiIsImtpZCI6ImJlbmNoIn0.${seg(700)}.${seg(342)}`)!;
-}
+export { constantServiceAccountToken };
 
 /** Long enough that nothing expires during a run: the caches stay warm. */
 const WARM_TTL_MS = 3_600_000;
