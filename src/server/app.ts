@@ -73,7 +73,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let decide = checkerOver(config, ports, logger);
   const check = tracedChecks((message) => decide(message, options.audit));
   const health = new Health(() => runtime.ready());
-  const metrics = createMetrics({ indexSizes: runtime.indexSizes, fleet: runtime.fleet, changeFeeds: runtime.changeFeeds });
+  // The clusters' event sources, and the store's changes of the OpenFGA gate a reload leaves (/metrics, /readyz?verbose).
+  const liveChangeFeeds = () => [...(runtime.changeFeeds?.() ?? []), ...(livePorts.canView instanceof OpenFgaCanView ? livePorts.canView.feedStates() : [])];
+  const metrics = createMetrics({ indexSizes: runtime.indexSizes, fleet: runtime.fleet, changeFeeds: liveChangeFeeds });
 
   const checks: CheckActivity = { inFlight: 0, started: 0 };
   const grpcServer = withCallMetrics(new grpc.Server());
@@ -122,7 +124,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         serving: health.serving,
         indexes: runtime.indexSizes(),
         dependencies: liveDependencies(),
-        changeFeeds: runtime.changeFeeds?.() ?? [],
+        changeFeeds: liveChangeFeeds(),
       }),
     metrics,
     // Whether /explain is served is fixed at start; which policies it runs follows reloads (decide).

@@ -20,8 +20,10 @@ import { OpenFgaCanView } from "../fga/can-view.ts";
 import { storeRef } from "../fga/store.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";
 import { Clusters } from "../kube/clusters.ts";
+import { type ChangeTargets, ClusterChangeFeeds } from "../kube/cluster-change-feeds.ts";
 import { ClusterRegistry } from "../kube/cluster-registry.ts";
 import { InstallationIndex } from "../kube/installation-index.ts";
+import { FLEET_LIST_SLOTS } from "../kube/list-slots.ts";
 import { RevocationIndex } from "../kube/revocation-index.ts";
 import { type RulesReviews, SelfSubjectRulesReviews } from "../kube/rules-review.ts";
 import { TokenRequests } from "../kube/service-account-tokens.ts";
@@ -59,7 +61,7 @@ export interface PortsRuntime {
   fleet?: FleetState;
   /** Dependencies whose state /readyz?verbose shows without gating readiness (the OpenFGA store's resolution). */
   dependencies?: () => DependencyState[];
-  /** The event sources keeping the caches fresh, per source and scope (issue 45; absent in fakes). */
+  /** The clusters' event sources keeping the caches fresh, per source and scope (issue 45; absent in fakes). */
   changeFeeds?: () => readonly FeedState[];
   /** The registered clusters' Envoy upstreams, served by CDS (absent in fakes: an empty set is served). */
   clusterDiscovery?: ClusterDiscovery;
@@ -74,11 +76,15 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
   const clusters = await Clusters.load(config.clusters);
   const openfga = config.openfga;
   const canView = openfga === undefined ? undefined : openFgaCanView(openfga, logger);
+  // Each cluster's RBAC and ServiceAccount events drop the reviews and tokens they change (issue 45);
+  // followed only where the Fundament policies, which alone ask those, are served.
+  const changeFeeds = new ClusterChangeFeeds({ logger, listSlots: FLEET_LIST_SLOTS, targets: (): ChangeTargets => ({ reviews: userAccess, tokens: serviceAccountTokens }) });
   const userAccess = new SubjectAccessReviews(clusters, {
     timeoutMs: config.kube.sar.timeoutMs,
     allowTtlMs: config.kube.sar.allowTtlMs,
     denyTtlMs: config.kube.sar.denyTtlMs,
     maxEntries: config.kube.sar.cacheMaxEntries,
+    rbac: { feed: changeFeeds.rbac, safetyNetTtlMs: config.kube.sar.safetyNetTtlMs },
   });
   const serviceAccountTokens = new TokenRequests(clusters, {
     expirationSeconds: config.kube.tokenRequest.expirationSeconds,
@@ -90,6 +96,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
   // Konfidence-only deployment need not have their CRD, and readiness would wait for it forever.
   const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger, inactivityMs: config.kube.watch.inactivityMs });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
+  if (canView !== undefined) for (const cluster of clusters.all()) changeFeeds.add(cluster);
   const rulesReviews = new SelfSubjectRulesReviews(clusters, { timeoutMs: config.kube.sar.timeoutMs });
   const clusterDiscovery = new ClusterDiscovery({ envoyCaFile: config.clusterRegistry?.envoyCaFile ?? ENVOY_IMAGE_CA_FILE, logger });
   // Connected before the registry lists: Konfidence's cluster may be one it registers.
@@ -98,6 +105,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
   const registry = await clusterRegistry(config, logger, {
     clusters,
     installations: canView === undefined ? undefined : installations,
+    changeFeeds: canView === undefined ? undefined : changeFeeds,
     caches: [userAccess, serviceAccountTokens],
     upstreams: clusterDiscovery,
     projects: konfidence?.registered,
@@ -113,6 +121,8 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
     ...(revocations === undefined ? {} : { revocations: revocations.index }),
     konfidence: konfidence?.ports,
     dependencies: () => (canView === undefined ? [] : [canView.storeState()]),
+    // The clusters' feeds; the OpenFGA gate's own follows reloads (app.ts).
+    changeFeeds: () => changeFeeds.describe(),
     clusterDiscovery,
     // Until the registry has listed once the fleet is unknown; a later outage of it keeps the clusters it registered.
     ready: () => (registry?.registry.hasSynced ?? true) && installations.ready && (revocations?.index.hasSynced ?? true) && (konfidence?.projects.hasSynced ?? true),
@@ -128,6 +138,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
       await registry?.registry.stop();
       await registry?.cluster.close();
       await installations.stop();
+      await changeFeeds.stop();
       await revocations?.index.stop();
       await revocations?.cluster.close();
       await konfidence?.stop();

@@ -40,6 +40,8 @@ describe("RBAC: exactly the verbs portcullis needs", () => {
     expect(one("rbac.yaml", "ClusterRole")["rules"]).toEqual([
       { apiGroups: ["authorization.k8s.io"], resources: ["subjectaccessreviews"], verbs: ["create"] },
       { apiGroups: [""], resources: ["serviceaccounts/token"], verbs: ["create"] },
+      { apiGroups: ["rbac.authorization.k8s.io"], resources: ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], verbs: ["list", "watch"] },
+      { apiGroups: [""], resources: ["serviceaccounts"], verbs: ["list", "watch"] },
       { apiGroups: ["plugins.fundament.io"], resources: ["plugininstallations"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["portcullis.fundament.io"], resources: ["revocations"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["konfidence.cloud"], resources: ["projects"], verbs: ["get", "list", "watch"] },
