@@ -63,6 +63,7 @@ export interface FleetState {
  */
 export const DEPENDENCIES = [
   "openfga",
+  "openfga-changes",
   "kube-subjectaccessreview",
   "kube-tokenrequest",
   "kube-readyz",
