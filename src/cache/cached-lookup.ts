@@ -115,9 +115,8 @@ export class CachedLookup<V extends {}, C, S = undefined> {
       max: options.maxEntries,
       ttl: options.ttlMs,
       perf: { now: this.#now },
-      // The clock is read on every lookup (lru-cache otherwise reuses a reading for 1 ms by a timer):
-      // a bare value is served for exactly its TTL, which lru-cache alone decides.
-      ttlResolution: 0,
+      // A clock a test moves is read on every lookup (lru-cache otherwise reuses a reading for 1 ms by a timer).
+      ...(options.now === undefined ? {} : { ttlResolution: 0 }),
       fetchMethod: async (key, _stale, { options: entry, context: asking }) => {
         const context = asking as C;
         const askedAt = this.#now();
@@ -183,14 +182,15 @@ export class CachedLookup<V extends {}, C, S = undefined> {
 
   /**
    * Within its own TTL, or its scope's feed proves every change up to within that TTL applied. A
-   * bare value is within it: lru-cache, which has just returned it, keeps it for exactly its TTL.
+   * bare value's TTL is its entry's. One clock reading, exact (lru-cache's own may be 1 ms old).
    */
   #servable(held: V | Held<V>, context: C): boolean {
-    if (!(held instanceof Held)) return true;
-    if (held.ttlMs < 0) return false;
     const now = this.#now();
-    // Set by the get() that returned it: when its question was asked.
-    if (now - this.#status.start! <= held.ttlMs) return true;
+    // Set by the get() that returned it: when its question was asked, and the entry's TTL.
+    const age = now - this.#status.start!;
+    if (!(held instanceof Held)) return age <= this.#status.ttl!;
+    if (held.ttlMs < 0) return false;
+    if (age <= held.ttlMs) return true;
     if (this.#freshness === undefined) return false;
     const proven = this.#freshness.feed.provenUntil(this.#freshness.scopeOf(context));
     return proven !== undefined && now - proven <= held.ttlMs;
