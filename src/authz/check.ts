@@ -7,9 +7,9 @@
  */
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
-import { auditRecordOf, emptyAuditTrail, writeAudit } from "../audit/trail.ts";
+import { type AuditTrail, auditRecordOf, emptyAuditTrail, writeAudit } from "../audit/trail.ts";
 import { type Decision, deny } from "./decision.ts";
-import { beforeDeadline, deadlineIn } from "./check-deadline.ts";
+import { CheckDeadlines } from "./check-deadline.ts";
 import { denialFor } from "./error-denials.ts";
 import { errorSummary } from "../redaction/error-cause.ts";
 import type { Policy } from "./policy.ts";
@@ -46,64 +46,88 @@ export function createAuditedCheck(options: CheckerOptions): AuditedCheck {
   const { logger } = options;
   const route: (request: HttpRequest) => RoutedRequest =
     options.routeTable === undefined ? (request) => ({ kind: "decide", request }) : requestRouter(options.routeTable);
+  // Not a timer per check: one for all of them, armed for the oldest still deciding (check-deadline.ts).
+  const deadlines = new CheckDeadlines(options.timeoutMs);
 
-  return async function check(message, audit) {
-    const started = process.hrtime.bigint();
-    let policyName = "none";
-    let decision: Decision;
-    let bodyShape: Policy["bodyShape"] = "json";
-    let requestId = "";
-    let responseHeaders: Readonly<Record<string, string>> | undefined;
-    const trail = emptyAuditTrail();
-    try {
-      const received = fromCheckRequest(message);
-      requestId = received.requestId;
-      const routed = route(received);
-      if (routed.kind === "preflight") {
-        publishDecision("none", "cors-preflight", Number(process.hrtime.bigint() - started) / 1e9);
-        return directResponse(200, routed.headers, "cors-preflight");
-      }
-      const { request } = routed;
-      if (routed.kind === "decide") responseHeaders = routed.responseHeaders;
-      const policy = policies.get(request.contextExtensions["policy"] ?? "");
-      policyName = policy?.name ?? policyName;
-      bodyShape = policy?.bodyShape ?? bodyShape;
-      if (routed.kind === "refuse" && policy?.refuse === undefined) {
-        decision = deny("bad-request", routed.message);
-      } else if (policy === undefined) {
-        decision = deny("no-policy", "no authorization policy for this route");
-      } else {
-        // Not AbortSignal.timeout(): its timer outlives the check and, when it fires, builds a
-        // DOMException (with a stack trace) for every check ever made. This one is cleared on answer.
-        const deadline = deadlineIn(options.timeoutMs);
-        try {
-          const decided = routed.kind === "refuse" ? policy.refuse!(request, routed.message, trail) : policy.decide(request, trail);
-          decision = await beforeDeadline(decided, deadline);
-        } finally {
-          deadline.clear();
-        }
-      }
-    } catch (err) {
-      if (err instanceof MalformedCheckRequest) {
-        decision = deny("bad-request", "not an HTTP request");
-      } else {
-        decision = denialFor(err);
-        const context = { reason: decision.reason, error: errorSummary(err), request_id: requestId, policy: policyName };
-        if (decision.reason === "internal-error") logger.error({ ...context, err }, "check failed");
-        else logger.warn(context, "dependency unavailable");
-      }
-    }
+  /** The denial for an error thrown while deciding, or the deadline passed; logged unless the request itself was malformed. */
+  function failed(err: unknown, check: InFlight): Decision {
+    if (err instanceof MalformedCheckRequest) return deny("bad-request", "not an HTTP request");
+    const decision = denialFor(err);
+    const context = { reason: decision.reason, error: errorSummary(err), request_id: check.requestId, policy: check.policyName };
+    if (decision.reason === "internal-error") logger.error({ ...context, err }, "check failed");
+    else logger.warn(context, "dependency unavailable");
+    return decision;
+  }
+
+  /** The final decision's audit line, metrics and CheckResponse. */
+  function answer(check: InFlight, final: Decision): CheckResponseMessage {
+    let decision = final;
     // Once, with the answer the caller gets: the policy's, or the denial for its error or the deadline.
-    const record = auditRecordOf(trail, decision, requestId);
+    const record = auditRecordOf(check.trail, decision, check.requestId);
     if (record !== undefined) {
       decision = { ...decision, audit: record };
-      writeAudit(audit, record);
+      writeAudit(check.audit, record);
     }
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    publishDecision(policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
+    const seconds = Number(process.hrtime.bigint() - check.started) / 1e9;
+    publishDecision(check.policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
     if (decision.kind === "deny" && logger.isLevelEnabled("debug")) {
-      logger.debug({ policy: policyName, reason: decision.reason, request_id: requestId }, "denied");
+      logger.debug({ policy: check.policyName, reason: decision.reason, request_id: check.requestId }, "denied");
     }
-    return withResponseHeaders(toCheckResponse(decision, { bodyShape, retryAfterSeconds: options.retryAfterSeconds }), responseHeaders);
+    return withResponseHeaders(toCheckResponse(decision, { bodyShape: check.bodyShape, retryAfterSeconds: options.retryAfterSeconds }), check.responseHeaders);
+  }
+
+  /** `respond()` as the settled promise a caller awaits: a throw in it is a rejection, as from an async function. */
+  function answered(respond: () => CheckResponseMessage): Promise<CheckResponseMessage> {
+    try {
+      return Promise.resolve(respond());
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  // Not an async function: a policy's decision is answered in the callback its promise settles with,
+  // one promise hop and no promise raced against a deadline.
+  return function check(message, audit) {
+    const inFlight: InFlight = { started: process.hrtime.bigint(), policyName: "none", bodyShape: "json", requestId: "", responseHeaders: undefined, trail: emptyAuditTrail(), audit };
+    let decided: Promise<Decision>;
+    try {
+      const received = fromCheckRequest(message);
+      inFlight.requestId = received.requestId;
+      const routed = route(received);
+      if (routed.kind === "preflight") {
+        publishDecision("none", "cors-preflight", Number(process.hrtime.bigint() - inFlight.started) / 1e9);
+        return Promise.resolve(directResponse(200, routed.headers, "cors-preflight"));
+      }
+      const { request } = routed;
+      if (routed.kind === "decide") inFlight.responseHeaders = routed.responseHeaders;
+      const policy = policies.get(request.contextExtensions["policy"] ?? "");
+      inFlight.policyName = policy?.name ?? inFlight.policyName;
+      inFlight.bodyShape = policy?.bodyShape ?? inFlight.bodyShape;
+      if (routed.kind === "refuse" && policy?.refuse === undefined) return answered(() => answer(inFlight, deny("bad-request", routed.message)));
+      if (policy === undefined) return answered(() => answer(inFlight, deny("no-policy", "no authorization policy for this route")));
+      decided = routed.kind === "refuse" ? policy.refuse!(request, routed.message, inFlight.trail) : policy.decide(request, inFlight.trail);
+    } catch (err) {
+      return answered(() => answer(inFlight, failed(err, inFlight)));
+    }
+    return new Promise((resolve, reject) => {
+      deadlines.settle(decided, inFlight.started, (ok, outcome) => {
+        try {
+          resolve(answer(inFlight, ok ? (outcome as Decision) : failed(outcome, inFlight)));
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
   };
+}
+
+/** One check while it is decided: what its answer needs besides the decision. */
+interface InFlight {
+  readonly started: bigint;
+  policyName: string;
+  bodyShape: Policy["bodyShape"];
+  requestId: string;
+  responseHeaders: Readonly<Record<string, string>> | undefined;
+  readonly trail: AuditTrail;
+  readonly audit: AuditSink;
 }

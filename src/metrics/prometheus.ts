@@ -139,12 +139,16 @@ export function createMetrics(sources: MetricSources): Registry {
       decisionCounts.drain((labels, delta) => this.inc(labels, delta));
     },
   });
-  const checkSeconds = new Histogram({
+  const checkSeconds = new ObservationCounts("policy", LATENCY_BUCKETS);
+  new Histogram({
     name: "portcullis_check_duration_seconds",
     help: "Time to decide one Check",
     labelNames: ["policy"],
     buckets: LATENCY_BUCKETS,
     registers: [registry],
+    collect() {
+      checkSeconds.drainInto(this);
+    },
   });
   const cacheCounts = new LabelledCounts<"cache", "outcome">("cache", "outcome");
   new Counter({
@@ -193,17 +197,21 @@ export function createMetrics(sources: MetricSources): Registry {
       grpcHandledCounts.drain((labels, delta) => this.inc(labels, delta));
     },
   });
-  const grpcSeconds = new Histogram({
+  const grpcSeconds = new ObservationCounts("method", LATENCY_BUCKETS);
+  new Histogram({
     name: "portcullis_grpc_server_handling_seconds",
     help: "Time from a unary gRPC call's arrival to its answer, by method",
     labelNames: ["method"],
     buckets: LATENCY_BUCKETS,
     registers: [registry],
+    collect() {
+      grpcSeconds.drainInto(this);
+    },
   });
   subscribe("portcullis:grpc-handled", (message) => {
     const m = message as GrpcCallHandled;
     grpcHandledCounts.add(m.method, m.code);
-    grpcSeconds.observe({ method: m.method }, m.seconds);
+    grpcSeconds.observe(m.method, m.seconds);
   });
   new Gauge({
     name: "portcullis_index_objects",
@@ -254,7 +262,7 @@ export function createMetrics(sources: MetricSources): Registry {
   subscribe("portcullis:decision", (message) => {
     const m = message as CheckDecision;
     decisionCounts.add(m.policy, m.outcome);
-    checkSeconds.observe({ policy: m.policy }, m.seconds);
+    checkSeconds.observe(m.policy, m.seconds);
   });
   subscribe("portcullis:cache", (message) => {
     const m = message as CacheLookup;
@@ -456,5 +464,72 @@ class LabelledCounts<A extends string, B extends string> {
         entry.reported = entry.count;
       }
     }
+  }
+}
+
+/** One series of a prom-client Histogram as prom-client 15 holds it (Histogram.hashMap's values). */
+interface HistogramSeries {
+  labels: Record<string, string>;
+  bucketValues: Record<number, number>;
+  sum: number;
+  count: number;
+}
+
+/**
+ * A histogram's observations by one label value (from a closed set), counted per check into plain
+ * arrays and added to the prom-client Histogram when scraped: its observe() validates and hashes the
+ * label set on every call, twice per Check. prom-client has no call that adds counted observations, so
+ * they go into the series its own zero() creates (test/metrics/check-histograms.test.ts holds a scrape to prom-client's own).
+ */
+class ObservationCounts {
+  readonly #label: string;
+  readonly #bounds: readonly number[];
+  readonly #pending = new Map<string, { buckets: number[]; sum: number; count: number }>();
+
+  constructor(label: string, bounds: readonly number[]) {
+    this.#label = label;
+    this.#bounds = bounds;
+  }
+
+  observe(value: string, seconds: number): void {
+    let pending = this.#pending.get(value);
+    if (pending === undefined) this.#pending.set(value, (pending = { buckets: this.#bounds.map(() => 0), sum: 0, count: 0 }));
+    pending.sum += seconds;
+    pending.count++;
+    // As prom-client counts it: in the first bucket whose bound it does not exceed, in none past the last (+Inf is the count).
+    const bounds = this.#bounds;
+    for (let i = 0; i < bounds.length; i++) {
+      if (seconds <= bounds[i]!) {
+        pending.buckets[i]!++;
+        break;
+      }
+    }
+  }
+
+  /** Adds what was observed since the last scrape to `histogram`'s series. */
+  drainInto(histogram: Histogram): void {
+    for (const [value, pending] of this.#pending) {
+      if (pending.count === 0) continue;
+      const series = this.#series(histogram, value);
+      series.sum += pending.sum;
+      series.count += pending.count;
+      this.#bounds.forEach((bound, i) => {
+        series.bucketValues[bound] = (series.bucketValues[bound] ?? 0) + pending.buckets[i]!;
+        pending.buckets[i] = 0;
+      });
+      pending.sum = 0;
+      pending.count = 0;
+    }
+  }
+
+  #series(histogram: Histogram, value: string): HistogramSeries {
+    const all = () => Object.values((histogram as unknown as { hashMap: Record<string, HistogramSeries> }).hashMap);
+    const find = () => all().find((s) => s.labels[this.#label] === value);
+    const found = find();
+    if (found !== undefined) return found;
+    histogram.zero({ [this.#label]: value });
+    const created = find();
+    if (created === undefined) throw new Error(`prom-client's Histogram no longer holds its series in hashMap (label ${this.#label})`);
+    return created;
   }
 }
