@@ -1,9 +1,15 @@
-/** Top self-time functions of a V8 .cpuprofile (as `node --cpu-prof` writes it). */
+/**
+ * Top self-time functions of a V8 .cpuprofile (as `node --cpu-prof` writes it), and a check's time
+ * by what it is spent on (the policy, the wire, the plumbing around them).
+ *
+ *   node bench/profile.ts F.cpuprofile [µs per check]     # both tables, e.g. of `bench/hot-path.ts --profile-file F`
+ */
 import { readFileSync } from "node:fs";
 import { relative } from "node:path";
 
 interface ProfileNode {
   id: number;
+  children?: number[];
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
 }
@@ -53,4 +59,58 @@ function shorten(url: string, root: string): string {
   if (path.startsWith("node:")) return path;
   const rel = relative(root, path);
   return rel.startsWith("node_modules/") ? rel.slice("node_modules/".length) : rel;
+}
+
+/**
+ * Where each sample's time goes: the nearest frame of portcullis's own code, a dependency or the bench
+ * above it (Node's internals, such as timers and diagnostics_channel, count for the code that called
+ * them), by what that code does. protobufjs's generated (de)coders have no URL; GC and idle are V8's.
+ */
+const PARTS: ReadonlyArray<readonly [string, RegExp]> = [
+  ["the bench's loop", /bench\/hot-path\.ts/],
+  ["deadline", /src\/authz\/check-deadline\.ts/],
+  ["metrics (publishes, prom-client)", /src\/metrics\/|prom-client/],
+  ["tracing wrapper", /src\/tracing\//],
+  ["audit line", /src\/audit\/|src\/server\/logging\.ts|pino|sonic-boom/],
+  ["CheckResponse and header mutations", /src\/envoy\/check-response\.ts|src\/headers\//],
+  ["CheckRequest read (check-request.ts)", /src\/envoy\/check-request\.ts/],
+  ["check() itself", /src\/authz\/check\.ts/],
+  ["the server's Check handler", /src\/server\/app\.ts/],
+  ["policy and gates (caches, tokens, RequestInfo)", /src\/authz\/|src\/tokens\/|src\/kube\/|src\/fga\/|src\/cache\/|src\/konfidence\/|lru-cache|jose/],
+  ["protobuf decode and encode", /protobufjs|@grpc\//],
+];
+
+export function timeByPart(file: string): Array<{ part: string; share: number }> {
+  const profile = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const us = new Map<string, number>();
+  let total = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    const dt = profile.timeDeltas[i + 1] ?? profile.timeDeltas[i] ?? 0;
+    total += dt;
+    let part: string | undefined;
+    for (let id: number | undefined = profile.samples[i]; id !== undefined && part === undefined; id = parent.get(id)) {
+      const { functionName, url } = byId.get(id)!.callFrame;
+      if (/\$(decode|encode)$/.test(functionName)) part = "protobuf decode and encode";
+      else if (functionName === "(garbage collector)") part = "GC";
+      else if (functionName === "(program)" || functionName === "(idle)") part = "(program), (idle)";
+      else if (url !== "" && !url.startsWith("node:")) part = PARTS.find(([, re]) => re.test(url))?.[0] ?? "other code";
+    }
+    part ??= "Node internals with no caller above";
+    us.set(part, (us.get(part) ?? 0) + dt);
+  }
+  return [...us].map(([part, t]) => ({ part, share: total === 0 ? 0 : t / total })).sort((a, b) => b.share - a.share);
+}
+
+if (import.meta.main) {
+  const [file, perCheck] = process.argv.slice(2);
+  if (file === undefined) throw new Error("usage: node bench/profile.ts F.cpuprofile [µs per check]");
+  const us = Number(perCheck);
+  const { totalMs, rows } = topSelfTime(file, process.cwd(), 25);
+  process.stdout.write(`${totalMs.toFixed(0)} ms of samples\n\nself time:\n`);
+  for (const r of rows) process.stdout.write(`${(r.share * 100).toFixed(1).padStart(5)}%  ${r.fn}  ${r.where}\n`);
+  process.stdout.write("\nby part (Node's internals counted for their caller):\n");
+  for (const p of timeByPart(file)) process.stdout.write(`${(p.share * 100).toFixed(1).padStart(5)}%${Number.isFinite(us) ? `  ${(p.share * us).toFixed(2).padStart(6)} µs/check` : ""}  ${p.part}\n`);
 }
