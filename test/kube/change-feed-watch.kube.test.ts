@@ -91,7 +91,9 @@ beforeAll(async () => {
   clusters = await Clusters.load([{ id: "c", kubeconfig }]);
   const logger = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
   feeds = new ClusterChangeFeeds({ logger, targets: () => ({ reviews, tokens }) });
-  reviews = new SubjectAccessReviews(clusters, { timeoutMs: 2_000, allowTtlMs: 5_000, denyTtlMs: 2_000, maxEntries: 1_000, rbac: { feed: feeds.rbac, safetyNetTtlMs: 60_000 } });
+  // Denials kept unproven as long as allows: the proof lags by up to ~2.3 s (a watch's second, the watch
+  // cache's margin, the reconnect), so a 2 s denial past its TTL would be a hit only some of the time.
+  reviews = new SubjectAccessReviews(clusters, { timeoutMs: 2_000, allowTtlMs: 5_000, denyTtlMs: 5_000, maxEntries: 1_000, rbac: { feed: feeds.rbac, safetyNetTtlMs: 60_000 } });
   tokens = new TokenRequests(clusters, { expirationSeconds: 600, audiences: [], timeoutMs: 2_000, maxEntries: 100 });
   feeds.add(clusters.get("c")!);
   await until(() => feeds.describe().every((s) => s.synced), 20_000, "every feed to list and prove");
@@ -157,7 +159,7 @@ describe("RBAC changes drop what they can change, at once", () => {
     expect(await reviews.allowed("c", USER, pods("team-a"))).toBe(true);
     expect(await reviews.allowed("c", USER, pods("team-b"))).toBe(true);
     expect(await reviews.allowed("c", USER, NODES)).toBe(false);
-    // Past the allow TTL (5 s): the feed's proof is what keeps them served.
+    // Past the TTLs (5 s): the feed's proof is what keeps them served.
     await sleep(5_500);
     for (const asked of [pods("team-a"), pods("team-b"), NODES]) expect((await outcomeOf(() => reviews.allowed("c", USER, asked))).outcomes).toEqual(["hit"]);
 
@@ -231,12 +233,12 @@ describe("ServiceAccounts", () => {
 
 describe("a stalled API server", () => {
   it("stops the proof within about two seconds (TCP alive, no bytes), says so, and it proves again once the bytes flow", { timeout: 40_000 }, async () => {
-    // Denied, so kept for 2 s on its own: past that only the proof would serve it.
+    // Kept for 5 s on its own (denyTtlMs here): past that only the proof would serve it.
     const asked = pods("team-a", "patch");
     expect(await reviews.allowed("c", USER, asked)).toBe(false);
     proxy.stall();
     const stalledAt = performance.now();
-    await sleep(2 * WATCH_TIMEOUT_SECONDS * 1_000 + STALL_GRACE_MS + 500);
+    await sleep(Math.max(2 * WATCH_TIMEOUT_SECONDS * 1_000 + STALL_GRACE_MS + 500, 5_500));
     const proven = feeds.rbac.provenUntil("c")!;
     // Nothing sent after the stall was proven, and nothing sent within a second before it either.
     expect(proven).toBeLessThan(stalledAt - CACHE_LAG_MARGIN_MS + 1);
