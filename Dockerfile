@@ -57,6 +57,6 @@ USER 1000:1000
 # ext_authz gRPC, internal gRPC (authn-api), admin HTTP.
 EXPOSE 9001 9002 9090
 # Node's flags are portcullis's shipped ones (src/cli/node-flags.ts; test/deploy/node-flags.test.ts);
-# test/hardening/watchdog-pid1.test.ts runs this ENTRYPOINT as a PID namespace's init.
+# test/server/watchdog.pid1.process.test.ts runs this ENTRYPOINT as a PID namespace's init.
 ENTRYPOINT ["tini", "--", "node", "--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256", "--expose-gc", "src/cli/main.ts"]
 CMD ["--config", "/etc/portcullis/config.yaml"]

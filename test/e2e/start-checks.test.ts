@@ -246,7 +246,7 @@ async function onLocalStack(file: string): Promise<{ path: string; changed: stri
     config["clusterRegistry"] = { ...config["clusterRegistry"], kubeconfig: api.kubeconfigPath };
     changed.push("clusterRegistry.kubeconfig");
   }
-  // Stops at once on SIGTERM; the drain itself is tested elsewhere (test/hardening/shutdown.test.ts).
+  // Stops at once on SIGTERM; the drain itself is tested elsewhere (test/server/app.shutdown.process.test.ts).
   config["shutdown"] = { drainMs: 0 };
   changed.push("shutdown.drainMs");
   return { path: write(file.replace(/\W+/g, "-"), config), changed };

@@ -2,7 +2,7 @@
  * The ReadChanges follower's proof, against an injected client: only a poll that read every page
  * advances provenUntil; a failing, hung or unfinished poll does not; polls never overlap; a change
  * re-read inside the commit window is applied once; a store re-resolved to a new id starts unproven.
- * The real OpenFGA's side is test/real/openfga-changes.test.ts.
+ * The real OpenFGA's side is test/fga/tuple-changes.openfga.test.ts.
  */
 import pino from "pino";
 import { Writable } from "node:stream";

@@ -1,7 +1,7 @@
 /**
  * When the idle GC collects (src/server/idle-gc.ts): quiet for the whole period, nothing in flight,
  * and the committed heap grown by IDLE_GC_MIN_GROWTH_BYTES since the last one. The collection
- * itself, in a real portcullis with the shipped flags: test/hardening/idle-gc.test.ts.
+ * itself, in a real portcullis with the shipped flags: test/server/idle-gc.process.test.ts.
  */
 import { describe, expect, it } from "vitest";
 import { NODE_FLAGS } from "../../src/cli/node-flags.ts";

@@ -26,7 +26,7 @@ function parseTestConfig(overrides: Record<string, unknown>): Config {
     tokens: { secrets: [{ env: "PORTCULLIS_TEST_SECRET" }, { env: "PORTCULLIS_TEST_OLD_SECRET" }] },
     openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01J0000000000000000000TEST" },
     clusters: [{ id: ids.cluster, kubeconfig: "/nonexistent" }],
-    // In-process servers stop at once; the drain period is tested on a real process (test/hardening/shutdown.test.ts).
+    // In-process servers stop at once; the drain period is tested on a real process (test/server/app.shutdown.process.test.ts).
     shutdown: { drainMs: 0 },
     ...overrides,
   });

@@ -15,7 +15,7 @@ import { type AsymmetricAlgorithm, type TokenMode, TokenVerifier } from "../../s
 import { remotePublicKeys } from "../../src/tokens/jwks.ts";
 import { type AuthnKey, newAuthnKey, startJwksServer, type JwksServer } from "../support/jwks-server.ts";
 import { pluginClaims, SECRET, sign, userClaims } from "../support/tokens.ts";
-import { b64url, craft, validPluginPayload } from "../hardening/jwt-craft.ts";
+import { b64url, craft, validPluginPayload } from "../support/jwt-craft.ts";
 
 let jwks: JwksServer;
 const keys = {} as Record<AsymmetricAlgorithm, AuthnKey>;

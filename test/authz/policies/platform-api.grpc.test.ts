@@ -6,10 +6,10 @@
  * the installation and plugin, with no token anywhere.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type CheckResponse, envoyCheckRequest, summarize } from "../support/envoy.ts";
-import { FakeWorld } from "../support/fakes.ts";
-import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
-import { ids, PINNED_HASH, pluginToken, sign, userToken } from "../support/tokens.ts";
+import { type CheckResponse, envoyCheckRequest, summarize } from "../../support/envoy.ts";
+import { FakeWorld } from "../../support/fakes.ts";
+import { startTestServer, testConfig, type TestServer } from "../../support/server.ts";
+import { ids, PINNED_HASH, pluginToken, sign, userToken } from "../../support/tokens.ts";
 
 const CONSOLE = "https://console.fundament.test";
 const PLUGIN_ORIGIN = "https://plugin-proxy.fundament.test";

@@ -3,10 +3,10 @@
  * every gate, the upstream headers Envoy routes on, and the caller's credential removed.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { FakeWorld, installation } from "../support/fakes.ts";
-import { requestModeEnabled } from "../support/request-mode.ts";
-import { startTestServer, type TestServer } from "../support/server.ts";
-import { ids, pluginToken, userToken } from "../support/tokens.ts";
+import { FakeWorld, installation } from "../../support/fakes.ts";
+import { requestModeEnabled } from "../../support/request-mode.ts";
+import { startTestServer, type TestServer } from "../../support/server.ts";
+import { ids, pluginToken, userToken } from "../../support/tokens.ts";
 
 let world: FakeWorld;
 let server: TestServer;

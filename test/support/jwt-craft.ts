@@ -4,7 +4,7 @@
  * to produce most of them.
  */
 import { createHmac, createSign, generateKeyPairSync, type KeyObject, sign as cryptoSign } from "node:crypto";
-import { pluginClaims, SECRET, userClaims } from "../support/tokens.ts";
+import { pluginClaims, SECRET, userClaims } from "./tokens.ts";
 
 export const b64url = (text: string | Buffer): string => Buffer.from(text).toString("base64url");
 

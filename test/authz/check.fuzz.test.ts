@@ -26,7 +26,7 @@ import type { CheckResponse } from "../support/envoy.ts";
 import { FakeWorld, installation } from "../support/fakes.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { ids, pluginToken, sign, userToken, pluginClaims } from "../support/tokens.ts";
-import { b64url, craft, validPluginPayload } from "./jwt-craft.ts";
+import { b64url, craft, validPluginPayload } from "../support/jwt-craft.ts";
 
 const IN_PROCESS_RUNS = Number(process.env["FUZZ_RUNS"] ?? 100_000);
 const GRPC_RUNS = 10_000;

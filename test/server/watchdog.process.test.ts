@@ -1,8 +1,8 @@
 /**
  * The watchdog process (src/server/watchdog.ts) against the process it watches, through
- * test/hardening/watchdog-host.ts: it kills a blocked event loop within the timeout, never outlives
+ * test/server/support/watchdog-host.ts: it kills a blocked event loop within the timeout, never outlives
  * the process however that ends, does not take a freeze of both (SIGSTOP, the cgroup freezer, a
- * suspended VM) for a stall, and its own death is logged. test/hardening/watchdog.test.ts is the
+ * suspended VM) for a stall, and its own death is logged. test/server/watchdog.portcullis.process.test.ts is the
  * same kill in a real portcullis at the shipped default.
  */
 import { type ChildProcessByStdio, spawn } from "node:child_process";
@@ -16,7 +16,7 @@ import { childPids } from "../support/child-pids.ts";
 import { NODE } from "../support/portcullis-process.ts";
 import { until } from "../support/wire-fakes/wired.ts";
 
-const HOST = resolve(import.meta.dirname, "watchdog-host.ts");
+const HOST = resolve(import.meta.dirname, "support/watchdog-host.ts");
 const TIMEOUT_MS = 1_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

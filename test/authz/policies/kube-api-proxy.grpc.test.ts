@@ -4,10 +4,10 @@
  * outside world answers and the whole CheckResponse is asserted.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { FakeWorld, installation } from "../support/fakes.ts";
-import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
-import { envoyCheckRequest } from "../support/envoy.ts";
-import { ids, OLD_SECRET, pluginToken, sign, userClaims, userToken } from "../support/tokens.ts";
+import { FakeWorld, installation } from "../../support/fakes.ts";
+import { startTestServer, testConfig, type TestServer } from "../../support/server.ts";
+import { envoyCheckRequest } from "../../support/envoy.ts";
+import { ids, OLD_SECRET, pluginToken, sign, userClaims, userToken } from "../../support/tokens.ts";
 
 const base = `/clusters/${ids.cluster}`;
 const SA_PLUGIN = "sa-token-for-plugin-cert-manager-plugin-cert-manager";

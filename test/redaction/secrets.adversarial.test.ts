@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { FakeRevocationApi } from "../support/wire-fakes/revocations.ts";
 import { indexAnswers, startWired, until, type Wired } from "../support/wire-fakes/wired.ts";
 import { ids, OLD_SECRET, pluginToken, SECRET, userToken } from "../support/tokens.ts";
-import { signatureOf } from "./jwt-craft.ts";
+import { signatureOf } from "../support/jwt-craft.ts";
 
 const FGA_TOKEN = `fga-api-token-${randomUUID()}`;
 process.env["PORTCULLIS_TEST_FGA_TOKEN"] = FGA_TOKEN;

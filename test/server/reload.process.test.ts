@@ -21,7 +21,7 @@ import {
 } from "../support/portcullis-process.ts";
 import { until } from "../support/wire-fakes/wired.ts";
 import { ids, OLD_SECRET, pluginToken, SECRET } from "../support/tokens.ts";
-import { healthStatus } from "./grpc-health.ts";
+import { healthStatus } from "../support/grpc-health.ts";
 
 const PODS = `/clusters/${ids.cluster}/api/v1/namespaces/team-a/pods`;
 

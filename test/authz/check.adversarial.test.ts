@@ -19,8 +19,8 @@ import { envoyCheckRequest, summarize } from "../support/envoy.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, type TestServer } from "../support/server.ts";
 import { ids, pluginToken, SECRET, userToken } from "../support/tokens.ts";
-import { healthStatus } from "./grpc-health.ts";
-import { attacker, b64url, caseVariants, craft, nowSeconds, signatureOf, validPluginPayload, validUserPayload } from "./jwt-craft.ts";
+import { healthStatus } from "../support/grpc-health.ts";
+import { attacker, b64url, caseVariants, craft, nowSeconds, signatureOf, validPluginPayload, validUserPayload } from "../support/jwt-craft.ts";
 
 type Expected = keyof typeof REASONS | "allow" | "grpc-error";
 

@@ -11,7 +11,7 @@ import { promisify } from "node:util";
 import { expect, it } from "vitest";
 
 const run = promisify(execFile);
-const FILL = resolve(import.meta.dirname, "heap/sar-cache-fill.ts");
+const FILL = resolve(import.meta.dirname, "support/sar-cache-fill.ts");
 /** Generous: the hashed cache grows ~7 MB here; raw keys would need ~2.5 GB and die at the heap cap. */
 const MAX_GROWTH_BYTES = 64 * 1024 * 1024;
 

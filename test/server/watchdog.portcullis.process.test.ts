@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { freeAddresses, type PortcullisProcess, type ProcessWorld, spawnPortcullis, startProcessWorld } from "../support/portcullis-process.ts";
 import { until } from "../support/wire-fakes/wired.ts";
-import { healthStatus } from "./grpc-health.ts";
-import { evaluateInProcess } from "./inspector.ts";
+import { healthStatus } from "../support/grpc-health.ts";
+import { evaluateInProcess } from "../support/inspector.ts";
 
 const DEFAULT_TIMEOUT_MS = 5_000;
 

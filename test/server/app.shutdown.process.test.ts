@@ -16,8 +16,8 @@ import { type CheckResponse, envoyCheckRequest, summarize } from "../support/env
 import { freeAddresses, type PortcullisProcess, type ProcessWorld, spawnPortcullis, startProcessWorld } from "../support/portcullis-process.ts";
 import { until } from "../support/wire-fakes/wired.ts";
 import { ids, OLD_SECRET, pluginToken, SECRET } from "../support/tokens.ts";
-import { healthStatus, watchHealth } from "./grpc-health.ts";
-import { signatureOf } from "./jwt-craft.ts";
+import { healthStatus, watchHealth } from "../support/grpc-health.ts";
+import { signatureOf } from "../support/jwt-craft.ts";
 
 const IN_FLIGHT = 50;
 /** OpenFGA answers after this, inside the configured deadlines: the checks are slow, not failing. */

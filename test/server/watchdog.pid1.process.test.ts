@@ -13,8 +13,8 @@ import { afterEach, beforeAll, afterAll, describe, expect, it } from "vitest";
 import { resolveBinary } from "../harness/binaries.ts";
 import { freeAddresses, MAIN, NODE, type PortcullisProcess, type ProcessWorld, spawnPortcullis, startProcessWorld } from "../support/portcullis-process.ts";
 import { until } from "../support/wire-fakes/wired.ts";
-import { healthStatus } from "./grpc-health.ts";
-import { evaluateInProcess } from "./inspector.ts";
+import { healthStatus } from "../support/grpc-health.ts";
+import { evaluateInProcess } from "../support/inspector.ts";
 
 const TIMEOUT_MS = 1_000;
 const STALL_LINE = "event loop stalled; the watchdog is ending the process";

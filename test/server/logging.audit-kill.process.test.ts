@@ -2,7 +2,7 @@
  * What a SIGKILL (kill -9, the OOM killer, the watchdog's kill of a frozen event loop) can take from
  * the audit trail. Audit lines are written in batches (src/server/logging.ts): a line waits at most
  * AUDIT_FLUSH_MS (5 ms) for the next write, and SIGTERM, an exit or a crash write every pending line
- * (test/hardening/shutdown.test.ts, test/server/audit-line.test.ts). A SIGKILL runs no code, so it
+ * (test/server/app.shutdown.process.test.ts, test/server/audit-line.test.ts). A SIGKILL runs no code, so it
  * loses the lines accepted in the last AUDIT_FLUSH_MS before it, plus however long the event loop
  * took to reach the write timer.
  *
@@ -18,7 +18,7 @@ import { type CheckResponse, envoyCheckRequest, summarize } from "../support/env
 import { freeAddresses, type PortcullisProcess, type ProcessWorld, spawnPortcullis, startProcessWorld } from "../support/portcullis-process.ts";
 import { until } from "../support/wire-fakes/wired.ts";
 import { ids, pluginToken } from "../support/tokens.ts";
-import { healthStatus } from "./grpc-health.ts";
+import { healthStatus } from "../support/grpc-health.ts";
 
 /** The flush interval and the event loop's lag under this load on two shared cores. */
 const LOSS_BOUND_MS = AUDIT_FLUSH_MS + 250;

@@ -7,10 +7,10 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FakeWorld } from "../support/fakes.ts";
-import { type JwksServer, startJwksServer } from "../support/jwks-server.ts";
-import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
-import { ids, pluginClaims, pluginToken } from "../support/tokens.ts";
+import { FakeWorld } from "../../support/fakes.ts";
+import { type JwksServer, startJwksServer } from "../../support/jwks-server.ts";
+import { startTestServer, testConfig, type TestServer } from "../../support/server.ts";
+import { ids, pluginClaims, pluginToken } from "../../support/tokens.ts";
 
 const base = `/clusters/${ids.cluster}`;
 

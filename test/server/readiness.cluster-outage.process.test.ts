@@ -3,7 +3,7 @@
  * and keeps serving the other cluster, the lost cluster's checks answer 503 (never an allow from a
  * view that may be stale), and /readyz?verbose says which index is unsynced and why that does not
  * take the replica out of service. A replica that starts while one cluster's API server fails its
- * first list is ready for the others too (with a single cluster it is not: test/hardening/faults.test.ts). Real ports (client-node ListWatch, SAR, TokenRequest, OpenFGA SDK)
+ * first list is ready for the others too (with a single cluster it is not: test/server/ports.faults.test.ts). Real ports (client-node ListWatch, SAR, TokenRequest, OpenFGA SDK)
  * against the wire fakes; the second cluster is a second fake API server.
  */
 import { mkdtempSync, rmSync } from "node:fs";

@@ -10,10 +10,10 @@
  * everything.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { AccessAttributes } from "../../src/authz/ports.ts";
-import { FakeWorld } from "../support/fakes.ts";
-import { startTestServer, type TestServer } from "../support/server.ts";
-import { ids, pluginToken } from "../support/tokens.ts";
+import type { AccessAttributes } from "../../../src/authz/ports.ts";
+import { FakeWorld } from "../../support/fakes.ts";
+import { startTestServer, type TestServer } from "../../support/server.ts";
+import { ids, pluginToken } from "../../support/tokens.ts";
 
 const PODS = `/clusters/${ids.cluster}/api/v1/namespaces/team-b/pods`;
 const SELECTOR = "fieldSelector=metadata.name%3Dweb-1";

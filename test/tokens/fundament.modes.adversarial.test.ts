@@ -1,5 +1,5 @@
 /**
- * The adversarial suite's JWT classes (test/hardening/adversarial.test.ts, crafted by jwt-craft.ts)
+ * The adversarial suite's JWT classes (test/authz/check.adversarial.test.ts, crafted by jwt-craft.ts)
  * rerun through the real gRPC server in each `tokens.mode`, with authn-api's JWKS served by a local
  * https endpoint. A token signed with the shared secret is allowed only where HS256 is accepted
  * (hs256, migration), one signed with authn-api's key only where the JWKS is (migration,
@@ -15,7 +15,7 @@ import { FakeWorld } from "../support/fakes.ts";
 import { type AuthnKey, newAuthnKey, startJwksServer, type JwksServer } from "../support/jwks-server.ts";
 import { startTestServer, testConfig, type TestServer } from "../support/server.ts";
 import { ids, pluginClaims, SECRET } from "../support/tokens.ts";
-import { attacker, b64url, caseVariants, craft, nowSeconds, validPluginPayload } from "./jwt-craft.ts";
+import { attacker, b64url, caseVariants, craft, nowSeconds, validPluginPayload } from "../support/jwt-craft.ts";
 
 /** What a case expects: a forgery is refused everywhere; a genuine token is allowed where its kind is accepted. */
 type Expect = "invalid-token" | "allow-if-hs256" | "allow-if-asymmetric";

@@ -11,8 +11,8 @@ import { envoyCheckRequest } from "../support/envoy.ts";
 import { freeAddresses, type PortcullisProcess, type ProcessWorld, spawnPortcullis, startProcessWorld } from "../support/portcullis-process.ts";
 import { ids } from "../support/tokens.ts";
 import { until } from "../support/wire-fakes/wired.ts";
-import { healthStatus } from "./grpc-health.ts";
-import { evaluateInProcess } from "./inspector.ts";
+import { healthStatus } from "../support/grpc-health.ts";
+import { evaluateInProcess } from "../support/inspector.ts";
 
 const QUIET_MS = 1_000;
 const MESSAGE = "quiet: memory-reducing GC gave heap back";

@@ -4,7 +4,7 @@
  * which is how a loop stuck in native code looks from the watchdog: no timer runs, no signal
  * handler answers.
  */
-import type { PortcullisProcess } from "../support/portcullis-process.ts";
+import type { PortcullisProcess } from "./portcullis-process.ts";
 
 /** Evaluates `expression` on the process's main thread; does not wait for its result. */
 export async function evaluateInProcess(portcullis: PortcullisProcess, expression: string): Promise<void> {
