@@ -7,6 +7,7 @@ import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import * as grpc from "@grpc/grpc-js";
 import { CoreV1Api, CustomObjectsApi, type KubernetesObject } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { OpenFgaCanView } from "../../src/fga/can-view.ts";
 import type { DependencyCall } from "../../src/metrics/events.ts";
 import { installationServiceConstructor } from "../../src/server/installation-service.ts";
 import { startFundamentWorld, type FundamentWorld, users, waitFor } from "./fundament-world.ts";
@@ -40,10 +41,16 @@ function getManifest(clusterId: string, installationId: string): Promise<{ ok: t
 describe("coalescing against the real dependencies", () => {
   it("100 concurrent identical cold checks cost 1 OpenFGA Check, 1 SubjectAccessReview and 1 TokenRequest", async () => {
     const counts: Record<string, number> = {};
+    // The change feeds' own reads (ReadChanges, the RBAC and ServiceAccount watches) run beside the checks.
+    const asked = new Set(["openfga", "kube-subjectaccessreview", "kube-tokenrequest"]);
     const onCall = (m: unknown) => {
       const { dependency } = m as DependencyCall;
-      counts[dependency] = (counts[dependency] ?? 0) + 1;
+      if (asked.has(dependency)) counts[dependency] = (counts[dependency] ?? 0) + 1;
     };
+    // Once the feeds have synced: their first sync drops what was asked before it, and an answer in
+    // flight across it is asked again by the next check (src/cache/cached-lookup.ts).
+    const feeds = () => [...(world.ports.changeFeeds?.() ?? []), ...(world.ports.canView as OpenFgaCanView).feedStates()];
+    await waitFor(async () => feeds().length > 0 && feeds().every((f) => f.synced));
     const token = await pluginToken({ sub: users.alice, installation_id: world.installationUid });
     subscribe("portcullis:dependency", onCall);
     try {
