@@ -9,9 +9,9 @@
  * second, portcullis's CPU per check, the invalidations seen. With `--churn`, a pair more in which
  * one RoleBinding of a namespace no request names changes every second.
  *
- *   node bench/freshness-load.ts [--rate 200] [--seconds 60] [--warmup 60] [--pairs 2]
- *                                [--users 300] [--installations 30] [--churn] [--churn-namespace churn]
- *                                [--out FILE.md]
+ *   npx node bench/freshness-load.ts [--rate 200] [--seconds 60] [--warmup 60] [--pairs 2]
+ *                                    [--users 300] [--installations 30] [--churn | --only-churn] [--churn-namespace churn]
+ *                                    [--out FILE.md]
  *
  * Not part of `npm run bench`; takes ~(warmup + seconds + ~15 s) per run. portcullis runs with the
  * shipped Node flags, pinned to core 1; this process (the load) to core 0.
@@ -669,7 +669,7 @@ try {
 
 const churnNamed = clients.some((c) => c.path.includes(`/namespaces/${CHURN_NAMESPACE}/`));
 const report = [
-  `Measured ${started.toISOString()} by \`node bench/freshness-load.ts ${process.argv.slice(2).join(" ")}\`: ${USERS} users (every 25th no member: can_view denied), ${INSTALLATIONS} installations, ${clients.length} (user, installation, request) clients, users and each user's requests Zipf-popular (s = 1); ${RATE} checks/s offered for ${MEASURE_S} s after a ${WARMUP_S} s warm-up, one fresh portcullis process per run (shipped Node flags, core ${SERVER_CORE}); before = both safety nets at ${TTL_ONLY_SAFETY_NET_MS} ms (TTL only), after = shipped defaults.${args.churn || args["only-churn"] ? ` Churn: RoleBinding ${CHURN_NAMESPACE}/churn replaced every second (${churnNamed ? "a namespace the requests name" : "a namespace no request names"}).` : ""} Event sources reported: ${[...new Set(results.flatMap((r) => r.sourceNames))].join(", ") || "none"}. ${cpus().length} cores, shared; load average ${loadBefore} at the start, ${load()} at the end.`,
+  `Measured ${started.toISOString()} by \`npx node bench/freshness-load.ts ${process.argv.slice(2).join(" ")}\`: ${USERS} users (every 25th no member: can_view denied), ${INSTALLATIONS} installations, ${clients.length} (user, installation, request) clients, users and each user's requests Zipf-popular (s = 1); ${RATE} checks/s offered for ${MEASURE_S} s after a ${WARMUP_S} s warm-up, one fresh portcullis process per run (shipped Node flags, core ${SERVER_CORE}); before = both safety nets at ${TTL_ONLY_SAFETY_NET_MS} ms (TTL only), after = shipped defaults.${args.churn || args["only-churn"] ? ` Churn: RoleBinding ${CHURN_NAMESPACE}/churn replaced every second (${churnNamed ? "a namespace the requests name" : "a namespace no request names"}).` : ""} Event sources reported: ${[...new Set(results.flatMap((r) => r.sourceNames))].join(", ") || "none"}. ${cpus().length} cores, shared; load average ${loadBefore} at the start, ${load()} at the end.`,
   "",
   markdown(results),
 ].join("\n");
