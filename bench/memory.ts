@@ -17,7 +17,8 @@ import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
 import type { AccessAttributes, MintedToken } from "../src/authz/ports.ts";
 import { CachedLookup } from "../src/cache/cached-lookup.ts";
 import { authorizationClient } from "../src/envoy/protos.ts";
-import { canViewKey } from "../src/fga/can-view.ts";
+import { KeyTags } from "../src/cache/key-tags.ts";
+import { CanViewKeys } from "../src/fga/can-view.ts";
 import type { SafeHeaderValue } from "../src/headers/mutations.ts";
 import { tokenKey } from "../src/kube/service-account-tokens.ts";
 import { userServiceAccount } from "../src/kube/service-accounts.ts";
@@ -310,23 +311,27 @@ export async function cacheEntryCosts(entries: number): Promise<CacheEntryCost[]
   const lookup = <V extends {}>(metric: string, value: () => V, ttlMs: number) =>
     new CachedLookup<V, undefined>({ metric, dependency: metric, question: metric, maxEntries: entries, ttlMs, ask: async () => ({ value: value() }) });
   const STORE = "01JBENCHST0RE0000000000000";
-  await measure("openfga_can_view", "canViewKey(store, user, cluster) → boolean", () => lookup("openfga_can_view", () => true, HOUR), (c, i) =>
-    c.lookup(canViewKey(STORE, fresh(userId(i)), BENCH_CLUSTER), undefined),
+  const canViewKeys = new CanViewKeys(entries);
+  await measure("openfga_can_view", "CanViewKeys.key(store, user, cluster) → boolean", () => lookup("openfga_can_view", () => true, HOUR), (c, i) =>
+    c.lookup(canViewKeys.key(STORE, fresh(userId(i)), BENCH_CLUSTER), undefined),
   );
+  // The ports' cluster tags (KeyTags), one table per cache as each port holds.
+  const sarTags = new KeyTags(entries);
+  const tokenTags = new KeyTags(entries);
   const attributes = (i: number): AccessAttributes => ({ kind: "resource", verb: "get", group: "", version: "v1", resource: "pods", subresource: "", namespace: `ns-${i % 100}`, name: "" });
-  await measure("subject_access_review", "reviewKey(cluster, user, get pods in one of 100 namespaces) → boolean", () => lookup("subject_access_review", () => true, HOUR), (c, i) =>
-    c.lookup(reviewKey(BENCH_CLUSTER, fresh(userId(i)), attributes(i)), undefined),
+  await measure("subject_access_review", "reviewKey(cluster tag, user, get pods in one of 100 namespaces) → boolean", () => lookup("subject_access_review", () => true, HOUR), (c, i) =>
+    c.lookup(reviewKey(sarTags.tagOf(BENCH_CLUSTER), fresh(userId(i)), attributes(i)), undefined),
   );
   // A ServiceAccount token of kube-apiserver's size (~1 KB), its own string per entry as each TokenRequest answers one.
   const token = `eyJhbGciOiJSUzI1NiIsImtpZCI6ImJlbmNoIn0.${"x".repeat(700)}.${"y".repeat(342)}`;
   const envoyCluster = kubeApiEnvoyCluster(BENCH_CLUSTER);
   await measure(
     "service_account_token",
-    "tokenKey(cluster, a user's ServiceAccount) → {~1 KB token, Envoy cluster}",
+    "tokenKey(cluster tag, a user's ServiceAccount) → {~1 KB token, Envoy cluster}",
     () => lookup<MintedToken>("service_account_token", () => ({ token: fresh(token) as SafeHeaderValue, envoyCluster }), HOUR),
     (c, i) => {
       const sa = userServiceAccount(fresh(userId(i)));
-      return c.lookup(tokenKey(BENCH_CLUSTER, sa.namespace, sa.name, ""), undefined);
+      return c.lookup(tokenKey(tokenTags.tagOf(BENCH_CLUSTER), sa.namespace, sa.name, ""), undefined);
     },
   );
   return costs;

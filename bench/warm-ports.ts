@@ -1,7 +1,7 @@
 /**
  * In-memory ports with warm caches, for the hot-path scenarios: every remote gate answers through the
- * real ports' cache (src/cache/cached-lookup.ts) under the real port's key (canViewKey, reviewKey,
- * tokenKey), with a fake question behind it, so a check pays what it pays in production once the
+ * real ports' cache (src/cache/cached-lookup.ts) under the real port's key (CanViewKeys, reviewKey,
+ * tokenKey, with their tags), with a fake question behind it, so a check pays what it pays in production once the
  * caches are warm (the key, the LRU lookup, the promise, the hit counted on `portcullis:cache`) and
  * nothing remote. A miss (the first request per key, before the warm-up pass) answers at once,
  * never over a network.
@@ -9,7 +9,8 @@
 import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
 import type { AccessAttributes, Installation, MintedToken } from "../src/authz/ports.ts";
 import { CachedLookup } from "../src/cache/cached-lookup.ts";
-import { canViewKey } from "../src/fga/can-view.ts";
+import { KeyTags } from "../src/cache/key-tags.ts";
+import { CanViewKeys } from "../src/fga/can-view.ts";
 import type { PolicyPorts, PortsRuntime } from "../src/server/ports.ts";
 import { tokenKey } from "../src/kube/service-account-tokens.ts";
 import { reviewKey } from "../src/kube/user-access-review.ts";
@@ -33,7 +34,10 @@ export function warmPorts(world: BenchWorld): PolicyPorts & PortsRuntime {
   const clusterIds = new Set(world.clusterIds);
   const installations = new Map<string, Installation>(world.installations.map((i) => [i.uid, i]));
   const canView = warmLookup<boolean, undefined>("openfga_can_view", 50_000, () => true);
+  const canViewKeys = new CanViewKeys(50_000);
   const sar = warmLookup<boolean, undefined>("subject_access_review", 50_000, () => true);
+  const sarTags = new KeyTags(50_000);
+  const tokenTags = new KeyTags(20_000);
   const tokens = warmLookup<MintedToken, { clusterId: string }>("service_account_token", 20_000, ({ clusterId }) => ({
     token: saToken,
     envoyCluster: kubeApiEnvoyCluster(clusterId),
@@ -41,12 +45,12 @@ export function warmPorts(world: BenchWorld): PolicyPorts & PortsRuntime {
 
   return {
     clusters: { has: (clusterId) => clusterIds.has(clusterId) },
-    canView: { canView: (userId, clusterId) => canView.lookup(canViewKey(BENCH_STORE_ID, userId, clusterId), undefined) },
+    canView: { canView: (userId, clusterId) => canView.lookup(canViewKeys.key(BENCH_STORE_ID, userId, clusterId), undefined) },
     userAccess: {
-      allowed: (clusterId: string, userId: string, attributes: AccessAttributes) => sar.lookup(reviewKey(clusterId, userId, attributes), undefined),
+      allowed: (clusterId: string, userId: string, attributes: AccessAttributes) => sar.lookup(reviewKey(sarTags.tagOf(clusterId), userId, attributes), undefined),
     },
     serviceAccountTokens: {
-      token: (clusterId, namespace, name, ownerUid = "") => tokens.lookup(tokenKey(clusterId, namespace, name, ownerUid), { clusterId }),
+      token: (clusterId, namespace, name, ownerUid = "") => tokens.lookup(tokenKey(tokenTags.tagOf(clusterId), namespace, name, ownerUid), { clusterId }),
     },
     installations: {
       byUid: (clusterId, uid) => (clusterIds.has(clusterId) ? installations.get(uid) : undefined),

@@ -14,6 +14,7 @@ import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { withDeadline } from "../dependencies/deadline.ts";
 import type { MintedToken, ServiceAccountTokens } from "../authz/ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
+import { KeyTags } from "../cache/key-tags.ts";
 import { safeHeaderValue } from "../headers/mutations.ts";
 import { SERVICE_ACCOUNT_SOURCE, type ServiceAccountCause, type TokenInvalidation } from "./service-account-changes.ts";
 
@@ -47,8 +48,11 @@ const MISSING_TTL_MS = 2_000;
 
 export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
   readonly #cache: CachedLookup<MintedToken, Target, Cluster>;
+  /** Each registration of a cluster keys its tokens with its own tag (forgetCluster retires it). */
+  readonly #clusterTags: KeyTags;
 
   constructor(clusters: Clusters, options: ServiceAccountTokenOptions) {
+    this.#clusterTags = new KeyTags(options.maxEntries);
     const now = options.now ?? Date.now;
     // Looked up per request: the registry adds, replaces and removes clusters while this runs.
     const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(CoreV1Api));
@@ -101,7 +105,7 @@ export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
   }
 
   async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<MintedToken | undefined> {
-    const token = await this.#cache.lookup(tokenKey(clusterId, namespace, name, ownerUid), { clusterId, namespace, name });
+    const token = await this.#cache.lookup(tokenKey(this.#clusterTags.tagOf(clusterId), namespace, name, ownerUid), { clusterId, namespace, name });
     return token === MISSING ? undefined : token;
   }
 
@@ -110,22 +114,33 @@ export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
    * "missing"; a request in flight across this is answered but not kept.
    */
   invalidateServiceAccount(clusterId: string, namespace: string, name: string, cause: ServiceAccountCause): void {
-    this.#cache.invalidate(`${clusterId}/${namespace}/${name}/`, SERVICE_ACCOUNT_SOURCE, cause);
+    this.#cache.invalidate(serviceAccountKeyPrefix(this.#clusterTags.tagOf(clusterId), namespace, name), SERVICE_ACCOUNT_SOURCE, cause);
   }
 
   /**
    * Drops every token of a cluster that was replaced or removed: a token from another API server or
    * signing key would be refused upstream until it expired. A request in flight to it is not cached
-   * when it returns (the fetch checks its cluster is still the one registered).
+   * when it returns (the fetch checks its cluster is still the one registered), and the cluster's
+   * next registration keys its tokens with a new tag.
    */
   forgetCluster(clusterId: string): void {
-    this.#cache.forget(`${clusterId}/`);
+    const tag = this.#clusterTags.retire(clusterId);
+    if (tag !== undefined) this.#cache.forget(`${tag}/`);
   }
 }
 
-/** The cache key of one ServiceAccount's token: the cluster first, so a replaced cluster's tokens can be dropped. */
-export function tokenKey(clusterId: string, namespace: string, name: string, ownerUid: string): string {
-  return `${clusterId}/${namespace}/${name}/${ownerUid}`;
+/**
+ * The cache key of one ServiceAccount's token: the cluster's tag first (KeyTags: one registration of
+ * the cluster, no "/" in it), so a replaced cluster's tokens can be dropped by prefix, then the
+ * ServiceAccount, so its tokens for every owner can (serviceAccountKeyPrefix).
+ */
+export function tokenKey(clusterTag: string, namespace: string, name: string, ownerUid: string): string {
+  return `${serviceAccountKeyPrefix(clusterTag, namespace, name)}${ownerUid}`;
+}
+
+/** What the keys of a ServiceAccount's tokens, for every owner, start with. */
+export function serviceAccountKeyPrefix(clusterTag: string, namespace: string, name: string): string {
+  return `${clusterTag}/${namespace}/${name}/`;
 }
 
 /** The HTTP status of a client-node ApiException (wrapped by withDeadline), if any. */

@@ -17,6 +17,7 @@ import { withDeadline } from "../dependencies/deadline.ts";
 import type { SpanAttributes } from "../tracing/spans.ts";
 import type { AccessAttributes, UserAccessReview } from "../authz/ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
+import { KeyTags } from "../cache/key-tags.ts";
 import type { ChangeFeed } from "../cache/freshness.ts";
 import { RBAC_SOURCE, type RbacCause, type ReviewInvalidation } from "./rbac-changes.ts";
 
@@ -48,8 +49,11 @@ interface Review {
 export class SubjectAccessReviews implements UserAccessReview, ReviewInvalidation {
   readonly #cache: CachedLookup<boolean, Review, Cluster>;
   readonly #readiness: ApiServerReadiness;
+  /** Each registration of a cluster keys its answers with its own tag (forgetCluster retires it). */
+  readonly #clusterTags: KeyTags;
 
   constructor(clusters: Clusters, options: UserAccessReviewOptions) {
+    this.#clusterTags = new KeyTags(options.maxEntries);
     const readiness = new ApiServerReadiness(clusters, { timeoutMs: options.timeoutMs });
     this.#readiness = readiness;
     // Looked up per review: the registry adds, replaces and removes clusters while this runs.
@@ -83,26 +87,28 @@ export class SubjectAccessReviews implements UserAccessReview, ReviewInvalidatio
   }
 
   async allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean> {
-    return this.#cache.lookup(reviewKey(clusterId, userId, attributes), { clusterId, userId, attributes });
+    return this.#cache.lookup(reviewKey(this.#clusterTags.tagOf(clusterId), userId, attributes), { clusterId, userId, attributes });
   }
 
   /** A Role or RoleBinding of `namespace` changed: drops the cluster's answers about that namespace. */
   invalidateNamespace(clusterId: string, namespace: string, cause: RbacCause): void {
-    this.#cache.invalidate(`${clusterId}/${namespace}/`, RBAC_SOURCE, cause);
+    this.#cache.invalidate(namespaceKeyPrefix(this.#clusterTags.tagOf(clusterId), namespace), RBAC_SOURCE, cause);
   }
 
   /** A ClusterRole or ClusterRoleBinding changed, or a list may hide changes: drops all of the cluster's answers. */
   invalidateCluster(clusterId: string, cause: RbacCause): void {
-    this.#cache.invalidate(`${clusterId}/`, RBAC_SOURCE, cause);
+    this.#cache.invalidate(clusterKeyPrefix(this.#clusterTags.tagOf(clusterId)), RBAC_SOURCE, cause);
   }
 
   /**
    * Drops every answer about a cluster that was replaced or removed: none was given by the API
    * server and credential now registered under its id. A review in flight to it is not cached when
-   * it returns (the fetch checks its cluster is still the one registered).
+   * it returns (the fetch checks its cluster is still the one registered), and the cluster's next
+   * registration keys its answers with a new tag.
    */
   forgetCluster(clusterId: string): void {
-    this.#cache.forget(`${clusterId}/`);
+    const tag = this.#clusterTags.retire(clusterId);
+    if (tag !== undefined) this.#cache.forget(clusterKeyPrefix(tag));
     this.#readiness.forgetCluster(clusterId);
   }
 }
@@ -118,20 +124,35 @@ export function verdictOf(status: V1SubjectAccessReviewStatus | undefined): "all
 }
 
 /**
- * The cache key of one review: the cluster, the namespace it asks about ("" for a cluster-scoped or
- * non-resource request), then the SHA-256 of what the review's spec is made from (reviewFor: the
- * user and every attribute, in a fixed order), so a hit builds no review. Equal keys are equal specs.
- * The attributes carry what the URL named, which a caller shapes; hashed, they are 43 characters
- * (base64url: no "/"). The cluster and the namespace come first in the clear so that a replaced or
- * removed cluster's answers, and those an RBAC change in one namespace can affect, can be found and
- * dropped by prefix. A namespace the API server would refuse (one holding "/") at worst widens what
+ * The cache key of one review: the cluster's tag (KeyTags: one registration of the cluster), the
+ * namespace it asks about ("" for a cluster-scoped or non-resource request), then the SHA-256 of
+ * what the review's spec is made from (reviewFor: the user and every attribute, in a fixed order),
+ * so a hit builds no review. Equal keys are equal specs. The attributes carry what the URL named,
+ * which a caller shapes; hashed, they are 32 characters, one per byte of the digest ("binary", i.e. Latin-1: 32
+ * bytes of heap, base64url took 43). All 256 bits are kept: a caller chooses both of two requests'
+ * attributes, so what guards one answer standing for another request is SHA-256's collision
+ * resistance, ~2^128 work in full and only ~2^64 for a digest cut to 128 bits. The tag and the
+ * namespace come first in the clear so that a replaced or removed cluster's answers, and those an
+ * RBAC change in one namespace can affect, can be found and dropped by prefix (clusterKeyPrefix,
+ * namespaceKeyPrefix): the tag holds no "/", and the digest, which may, comes after the namespace's
+ * closing "/". A namespace the API server would refuse (one holding "/") at worst widens what
  * another namespace's prefix drops.
  */
-export function reviewKey(clusterId: string, userId: string, a: AccessAttributes): string {
+export function reviewKey(clusterTag: string, userId: string, a: AccessAttributes): string {
   const asked =
     a.kind === "resource" ? [userId, a.verb, a.group, a.version, a.resource, a.subresource, a.namespace, a.name] : [userId, a.verb, a.path];
   const namespace = a.kind === "resource" ? a.namespace : "";
-  return `${clusterId}/${namespace}/${hash("sha256", JSON.stringify(asked), "base64url")}`;
+  return `${namespaceKeyPrefix(clusterTag, namespace)}${hash("sha256", JSON.stringify(asked), "binary")}`;
+}
+
+/** What the keys of every review of the cluster (of its tag) start with. */
+export function clusterKeyPrefix(clusterTag: string): string {
+  return `${clusterTag}/`;
+}
+
+/** What the keys of the cluster's reviews about `namespace` start with ("" for cluster-scoped and non-resource ones). */
+export function namespaceKeyPrefix(clusterTag: string, namespace: string): string {
+  return `${clusterTag}/${namespace}/`;
 }
 
 /** The SubjectAccessReview the API server would evaluate for the user's ServiceAccount making this request. */
