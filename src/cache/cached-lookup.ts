@@ -144,7 +144,10 @@ export class CachedLookup<V extends {}, C, S = undefined> {
     // A fresh entry is answered by get(), which costs a fraction of fetch(); anything else (absent,
     // stale, unproven, in flight) goes through fetch(). A stale entry is left for fetch() to refresh.
     const held = this.#cache.get(key, this.#getOptions);
-    if (held !== undefined && this.#servable(held, context)) {
+    // get() hands back the value an entry being asked again held ("fetching"), and invalidate()
+    // cannot drop such an entry (lru-cache's keys() skips it): that value may predate a change
+    // applied since, so its callers join the question in flight instead.
+    if (held !== undefined && this.#status.get === "hit" && this.#servable(held, context)) {
       publishCacheLookup(this.#metric, "hit");
       return held instanceof Held ? held.value : held;
     }

@@ -106,6 +106,28 @@ describe("CachedLookup freshness", () => {
     expect(await l.get("c1/k")).toBe("answer 1");
   });
 
+  // lru-cache's keys() skips an entry being refreshed and its get() hands back the value it refreshes:
+  // an invalidation during the refresh must still keep that value from being served, even once the
+  // feed proves again (it proves the invalidation applied).
+  it("an answer being refreshed when an invalidation covers it is not served again, even once the feed proves", async () => {
+    const changes = feed();
+    const l = lookupWith({ feed: changes });
+    expect(await l.get("c1/k")).toBe("answer 1");
+    l.advance(10_000);
+    l.holdNextQuestion();
+    // The feed silent past the answer's TTL: it is asked again (held until released).
+    const refreshing = l.get("c1/k");
+    await Promise.resolve();
+    l.cache.invalidate("c1/", "test", "change");
+    changes.prove("c1", l.now());
+    const during = l.get("c1/k");
+    l.release();
+    expect(await refreshing).toBe("answer 2");
+    // It joins the question in flight (asked before the change, as any coalesced caller's answer may be).
+    expect(await during).toBe("answer 2");
+    expect(await l.get("c1/k")).toBe("answer 3");
+  });
+
   it("an answer in flight through more invalidations than are remembered is never served again", async () => {
     const l = lookupWith();
     l.holdNextQuestion();
