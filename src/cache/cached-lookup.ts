@@ -97,7 +97,7 @@ export class CachedLookup<V extends {}, C, S = undefined> {
   readonly #freshness: LookupFreshness<C> | undefined;
   /** Counts invalidations; `#invalidated` holds the latest ones' prefixes, oldest first. */
   #epoch = 0;
-  readonly #invalidated: Array<{ readonly epoch: number; readonly prefix: string }> = [];
+  readonly #invalidated: Array<{ readonly epoch: number; readonly prefix: string; readonly changedAt: number | undefined }> = [];
   /** One Held per primitive value and TTL (see Held). */
   readonly #shared = new Map<V, Map<number, Held<V>>>();
   /** Where get() reports the entry's start (when its question was asked); reused, as get() is synchronous. */
@@ -134,7 +134,15 @@ export class CachedLookup<V extends {}, C, S = undefined> {
         // lru-cache reads a TTL of 0 as "forever": an answer that may not be kept is never served again, and leaves soon.
         entry.ttl = Math.max(keptMs, 1);
         if (ttlMs <= 0 || this.#invalidatedSince(epoch, key)) return this.#held(answer.value, NEVER_SERVED);
-        return ttlMs === keptMs ? answer.value : this.#held(answer.value, ttlMs);
+        if (ttlMs === keptMs) return answer.value;
+        // The feed may hear of a change before the replica that answered applied it (another API
+        // server's RBAC informer): an answer asked within its TTL after a change covering it is kept
+        // for that TTL only, so it lives no longer than it would without the feed.
+        if (this.#changedSince(askedAt - ttlMs, key)) {
+          entry.ttl = Math.max(ttlMs, 1);
+          return answer.value;
+        }
+        return this.#held(answer.value, ttlMs);
       },
     });
   }
@@ -162,11 +170,13 @@ export class CachedLookup<V extends {}, C, S = undefined> {
 
   /**
    * Drops every answer whose key starts with `prefix`, because an event (`source`, `cause`) may have
-   * changed it; questions in flight under it are answered but not served again.
+   * changed it; questions in flight under it are answered but not served again. `kind`: "change"
+   * when the event is a change (answers asked soon after keep their own TTL only), "resync" when it
+   * names none (a first list, a first read of the changes).
    */
-  invalidate(prefix: string, source: string, cause: string): void {
+  invalidate(prefix: string, source: string, cause: string, kind: "change" | "resync" = "change"): void {
     this.#epoch += 1;
-    this.#invalidated.push({ epoch: this.#epoch, prefix });
+    this.#invalidated.push({ epoch: this.#epoch, prefix, changedAt: kind === "change" ? this.#now() : undefined });
     if (this.#invalidated.length > REMEMBERED_INVALIDATIONS) this.#invalidated.shift();
     let dropped = 0;
     for (const key of [...this.#cache.keys()]) {
@@ -215,6 +225,18 @@ export class CachedLookup<V extends {}, C, S = undefined> {
       byTtl.set(ttlMs, held);
     }
     return held;
+  }
+
+  /** Whether a change covering `key` was invalidated at or after `since` (or too many came since to tell). */
+  #changedSince(since: number, key: string): boolean {
+    for (let i = this.#invalidated.length - 1; i >= 0; i -= 1) {
+      const { changedAt, prefix } = this.#invalidated[i]!;
+      if (changedAt === undefined) continue;
+      if (changedAt < since) return false;
+      if (key.startsWith(prefix)) return true;
+    }
+    // Every one remembered came since: any forgotten may have too.
+    return this.#epoch > this.#invalidated.length;
   }
 
   /** Whether an invalidation since `epoch` covered `key` (or too many came to tell). */

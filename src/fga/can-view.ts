@@ -90,7 +90,7 @@ export class OpenFgaCanView implements ClusterViewCheck {
             timeoutMs: options.timeoutMs,
             followModel: options.authorizationModelId === undefined,
             // Any change may reach any answer of the store (tuple-changes.ts says why).
-            invalidate: (storeId, cause) => this.#cache.invalidate(this.#keys.storePrefix(storeId), FEED_SOURCE, cause),
+            invalidate: (storeId, cause) => this.#cache.invalidate(this.#keys.storePrefix(storeId), FEED_SOURCE, cause, cause === "sync" ? "resync" : "change"),
             ...(options.logger === undefined ? {} : { logger: options.logger }),
           });
     const changes = this.#changes;

@@ -97,7 +97,8 @@ export class SubjectAccessReviews implements UserAccessReview, ReviewInvalidatio
 
   /** A ClusterRole or ClusterRoleBinding changed, or a list may hide changes: drops all of the cluster's answers. */
   invalidateCluster(clusterId: string, cause: RbacCause): void {
-    this.#cache.invalidate(clusterKeyPrefix(this.#clusterTags.tagOf(clusterId)), RBAC_SOURCE, cause);
+    // The first list names no change; one after a lost history ("relist") may hide a recent one.
+    this.#cache.invalidate(clusterKeyPrefix(this.#clusterTags.tagOf(clusterId)), RBAC_SOURCE, cause, cause === "list" ? "resync" : "change");
   }
 
   /**

@@ -128,6 +128,37 @@ describe("CachedLookup freshness", () => {
     expect(await l.get("c1/k")).toBe("answer 3");
   });
 
+  // The feed hears of a change before every replica of the dependency applies it (another API server's
+  // RBAC informer, its watch cache): an answer asked just after may predate the change, and the proof,
+  // which covers the invalidation, must not keep it past its own TTL.
+  it.each([
+    { name: "asked within its TTL after a change covering it: kept for its TTL only", kind: "change", prefix: "c1/", askedAfter: 1_000, served: false },
+    { name: "asked more than its TTL after a change covering it: kept while proven", kind: "change", prefix: "c1/", askedAfter: 5_001, served: true },
+    { name: "asked just after a change of another prefix: kept while proven", kind: "change", prefix: "c2/", askedAfter: 1_000, served: true },
+    { name: "asked just after a resync (no change named): kept while proven", kind: "resync", prefix: "c1/", askedAfter: 1_000, served: true },
+  ] as const)("$name", async ({ kind, prefix, askedAfter, served }) => {
+    const changes = feed();
+    const l = lookupWith({ feed: changes });
+    l.cache.invalidate(prefix, "test", "change", kind);
+    l.advance(askedAfter);
+    expect(await l.get("c1/k")).toBe("answer 1");
+    l.advance(10_000);
+    changes.prove("c1", l.now());
+    expect(await l.get("c1/k")).toBe(served ? "answer 1" : "answer 2");
+  });
+
+  it("an answer asked after more changes than are remembered, all within its TTL, is kept for its TTL only", async () => {
+    const changes = feed();
+    const l = lookupWith({ feed: changes });
+    l.cache.invalidate("c1/", "test", "change");
+    for (let i = 0; i < 2_000; i += 1) l.cache.invalidate(`other-${i}/`, "test", "change");
+    l.advance(1_000);
+    await l.get("c1/k");
+    l.advance(10_000);
+    changes.prove("c1", l.now());
+    expect(await l.get("c1/k")).toBe("answer 2");
+  });
+
   it("an answer in flight through more invalidations than are remembered is never served again", async () => {
     const l = lookupWith();
     l.holdNextQuestion();
