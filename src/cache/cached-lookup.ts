@@ -137,7 +137,8 @@ export class CachedLookup<V extends {}, C, S = undefined> {
         if (ttlMs === keptMs) return answer.value;
         // The feed may hear of a change before the replica that answered applied it (another API
         // server's RBAC informer): an answer asked within its TTL after a change covering it is kept
-        // for that TTL only, so it lives no longer than it would without the feed.
+        // for that TTL only: no longer than without the feed, as long as every replica applies a
+        // change within that TTL of the feed hearing of it (past that, the safety net bounds it).
         if (this.#changedSince(askedAt - ttlMs, key)) {
           entry.ttl = Math.max(ttlMs, 1);
           return answer.value;
