@@ -1,9 +1,12 @@
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { CachedLookup } from "../../src/cache/cached-lookup.ts";
 import type { ChangeFeed } from "../../src/cache/freshness.ts";
+import type { CacheInvalidation } from "../../src/metrics/events.ts";
 
 /** A lookup on a clock the test moves, whose answers count the questions asked; its scope is the key's first segment. */
-function lookupWith(options: { feed?: ChangeFeed; ttlMs?: number; safetyNetTtlMs?: number } = {}) {
+function lookupWith(options: { feed?: ChangeFeed; ttlMs?: number; safetyNetTtlMs?: number; sweepBudgetMs?: number } = {}) {
   let now = 1_000;
   let asked = 0;
   let release: (() => void) | undefined;
@@ -15,6 +18,7 @@ function lookupWith(options: { feed?: ChangeFeed; ttlMs?: number; safetyNetTtlMs
     maxEntries: 100,
     ttlMs: options.ttlMs ?? 5_000,
     now: () => now,
+    ...(options.sweepBudgetMs === undefined ? {} : { sweepBudgetMs: options.sweepBudgetMs }),
     ...(options.feed === undefined ? {} : { freshness: { feed: options.feed, scopeOf: (c) => c.key.split("/")[0]!, safetyNetTtlMs: options.safetyNetTtlMs ?? 60_000 } }),
     ask: async () => {
       asked += 1;
@@ -168,5 +172,33 @@ describe("CachedLookup freshness", () => {
     l.release();
     await pending;
     expect(await l.get("c1/k")).toBe("answer 2");
+  });
+
+  it("invalidations past the sweep budget are swept together a second later, and nothing under them is served meanwhile", async () => {
+    const swept: CacheInvalidation[] = [];
+    // This test's invalidations only (the others' sweeps may still be due).
+    const onSweep = (m: unknown) => void ((m as CacheInvalidation).cause === "rolebinding" && swept.push(m as CacheInvalidation));
+    subscribe("portcullis:cache-invalidation", onSweep);
+    try {
+      // The budget spent: a tenant's RoleBinding churn waits for the next second's sweep.
+      const l = lookupWith({ sweepBudgetMs: 0 });
+      expect(await l.get("c1/ns-a/k")).toBe("answer 1");
+      expect(await l.get("c1/ns-b/k")).toBe("answer 2");
+      for (let i = 0; i < 100; i += 1) l.cache.invalidate(`c1/tenant-${i}/`, "test", "rolebinding");
+      expect(swept).toHaveLength(0);
+      l.cache.invalidate("c1/ns-a/", "test", "rolebinding");
+      l.advance(1);
+      // Not swept yet, and not served: asked again; the answer asked since is served.
+      expect(await l.get("c1/ns-a/k")).toBe("answer 3");
+      expect(await l.get("c1/ns-a/k")).toBe("answer 3");
+      expect(await l.get("c1/ns-b/k")).toBe("answer 2");
+      await sleep(1_200);
+      expect(swept).toHaveLength(101);
+      // The sweep keeps what was asked after the invalidation.
+      expect(swept.at(-1)).toEqual({ cache: "test", source: "test", cause: "rolebinding", entries: 0 });
+      expect(await l.get("c1/ns-a/k")).toBe("answer 3");
+    } finally {
+      unsubscribe("portcullis:cache-invalidation", onSweep);
+    }
   });
 });
