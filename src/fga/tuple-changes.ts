@@ -230,10 +230,15 @@ export class TupleChanges implements ChangeFeed {
     const timed = changes.map((change) => ({ key: changeKey(change), at: Date.parse(change.timestamp) }));
     if (timed.some(({ at }) => !Number.isFinite(at))) throw new DependencyUnavailable(FEED_SOURCE, "a change without a readable timestamp");
     let newTuples = 0;
+    // The next read starts from the newest timestamp less the window: one from an OpenFGA replica
+    // whose clock runs ahead must not move that start past changes not made yet, so it counts as
+    // no later than this clock (a start too early only reads changes again, which are skipped).
+    const wallNow = this.#wallNow();
     for (const { key, at } of timed) {
       if (followed.applied.has(key)) continue;
       followed.applied.set(key, at);
-      followed.newestMs = Math.max(followed.newestMs ?? at, at);
+      const upTo = Math.min(at, wallNow);
+      followed.newestMs = Math.max(followed.newestMs ?? upTo, upTo);
       newTuples += 1;
     }
     // What a later poll cannot read again (its start only moves forward) need not be remembered.

@@ -218,6 +218,25 @@ describe("TupleChanges: what a poll proves", () => {
     expect(f.dropped.map(([, cause]) => cause)).toEqual(["sync", "tuple", "tuple"]);
   });
 
+  it("a change stamped ahead of this clock (an OpenFGA replica's clock running fast) does not move the next read past changes not made yet", async () => {
+    const client = new FakeChanges();
+    const f = follower(client, { pageSize: 100, timeoutMs: 300 });
+    await f.feed.poll();
+    const window = 5_000 + 300;
+    // Stamped a minute ahead of the wall clock.
+    client.write("user:skewed", T0 + f.at() + 60_000);
+    f.advance(100);
+    await f.feed.poll();
+    f.advance(100);
+    await f.feed.poll();
+    expect(client.reads.at(-1)!.startTime).toBe(new Date(T0 + 1_100 - window).toISOString());
+    // A change made now, stamped by a replica on time, is read and applied.
+    client.write("user:on-time", T0 + f.at());
+    f.advance(100);
+    await f.feed.poll();
+    expect(f.dropped.map(([, cause]) => cause)).toEqual(["sync", "tuple", "tuple"]);
+  });
+
   it("a new latest model drops the answers; a pinned model is not read", async () => {
     const client = new FakeChanges();
     const f = follower(client);
