@@ -15,7 +15,7 @@ export function prefetch<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /** `promise`, with its rejection marked handled: whoever awaits it still sees the error. */
-export function markHandled<T>(promise: Promise<T>): Promise<T> {
+function markHandled<T>(promise: Promise<T>): Promise<T> {
   promise.catch(ignore);
   return promise;
 }

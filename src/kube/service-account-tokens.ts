@@ -139,7 +139,7 @@ export function tokenKey(clusterTag: string, namespace: string, name: string, ow
 }
 
 /** What the keys of a ServiceAccount's tokens, for every owner, start with. */
-export function serviceAccountKeyPrefix(clusterTag: string, namespace: string, name: string): string {
+function serviceAccountKeyPrefix(clusterTag: string, namespace: string, name: string): string {
   return `${clusterTag}/${namespace}/${name}/`;
 }
 

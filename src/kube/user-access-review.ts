@@ -4,8 +4,9 @@
  * with separate allow and deny TTLs; concurrent identical misses share one review; errors are
  * never cached. With the cluster's RBAC change feed (cluster-change-feeds.ts) an answer outlives
  * those TTLs, up to the safety net, while the feed proves every RBAC change applied, and an RBAC
- * change drops the answers it can affect: its namespace's, or the cluster's (rbac-changes.ts). A review the API server could not evaluate, and a denial from a server that is not
- * ready (api-server-readiness.ts), are errors: 503, never a cached user-sar-denied.
+ * change drops the answers it can affect: its namespace's, or the cluster's (rbac-changes.ts). A
+ * review the API server could not evaluate, and a denial from a server that is not ready
+ * (api-server-readiness.ts), are errors: 503, never a cached user-sar-denied.
  */
 import { hash } from "node:crypto";
 import { AuthorizationV1Api, type V1SubjectAccessReview, type V1SubjectAccessReviewStatus } from "#kubernetes-client";
@@ -152,7 +153,7 @@ export function clusterKeyPrefix(clusterTag: string): string {
 }
 
 /** What the keys of the cluster's reviews about `namespace` start with ("" for cluster-scoped and non-resource ones). */
-export function namespaceKeyPrefix(clusterTag: string, namespace: string): string {
+function namespaceKeyPrefix(clusterTag: string, namespace: string): string {
   return `${clusterTag}/${namespace}/`;
 }
 

@@ -346,7 +346,7 @@ export function createMetrics(sources: MetricSources): Registry {
   return registry;
 }
 
-/** The clusters served by source, and the cluster registry's watch and the changes it made. */
+/** The event sources that keep the caches fresh: synced or not, and how far behind, per source and scope. */
 function changeFeedMetrics(registry: Registry, changeFeeds: () => readonly FeedState[]): void {
   new Gauge({
     name: "portcullis_event_source_synced",
@@ -372,6 +372,7 @@ function changeFeedMetrics(registry: Registry, changeFeeds: () => readonly FeedS
   });
 }
 
+/** The clusters served by source, and the cluster registry's watch and the changes it made. */
 function fleetMetrics(registry: Registry, fleet: FleetState): void {
   new Gauge({
     name: "portcullis_registered_clusters",
