@@ -12,7 +12,7 @@
  * `kid` and by type), so no header can make a public key serve as an HMAC secret.
  */
 import { createSecretKey, hash, type KeyObject } from "node:crypto";
-import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { LRUCache } from "lru-cache";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { errorSummary } from "../redaction/error-cause.ts";
@@ -22,6 +22,19 @@ import { isDefinitionHash, isDnsLabel, isUuid, isPluginVersion } from "./claim-f
 export const USER_AUDIENCE = "fundament-user";
 export const PLUGIN_AUDIENCE = "fundament-plugin";
 export const FUNDAMENT_ISSUER = "fundament-authn-api";
+
+/**
+ * Whether the token's payload, read without verifying it, names the plugin audience: only to choose
+ * which one token among many is worth a verification; nothing is decided on it.
+ */
+export function claimsPluginAudience(token: string): boolean {
+  try {
+    const { aud } = decodeJwt(token);
+    return aud === PLUGIN_AUDIENCE || (Array.isArray(aud) && aud.includes(PLUGIN_AUDIENCE));
+  } catch {
+    return false;
+  }
+}
 
 export interface UserClaims {
   readonly type: "user";
