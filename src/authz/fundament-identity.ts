@@ -14,7 +14,7 @@ import {
   MAX_CARRIED_TOKENS,
   websocketBearerToken,
 } from "../tokens/credentials.ts";
-import { claimsPluginAudience, type PluginClaims, type TokenVerifier, type UserClaims } from "../tokens/fundament.ts";
+import { mentionsPluginAudience, type PluginClaims, type TokenVerifier, type UserClaims } from "../tokens/fundament.ts";
 
 export const FUNDAMENT_COOKIE = "fundament_auth";
 
@@ -90,7 +90,7 @@ export interface CarriedPluginTokens {
  *
  * Up to MAX_CARRIED_TOKENS tokens, each is verified. Past it the request is refused, but a plugin
  * must not probe unaudited by stuffing tokens: exactly one is verified, the first whose unverified
- * `aud` names the plugin audience, never one per stuffed value. A forged candidate put before the
+ * payload names the plugin audience, never one per stuffed value. A forged candidate put before the
  * real one hides it from the audit line, and buys nothing: the refusal is the same, and logged.
  */
 export async function carriedPluginToken(
@@ -105,7 +105,7 @@ export async function carriedPluginToken(
     count += 1;
     const isRead = carried.source === read?.source && carried.token === read.token;
     if (!isRead && count <= MAX_CARRIED_TOKENS) others.push(carried);
-    if (!isRead && candidate === undefined && claimsPluginAudience(carried.token)) candidate = carried;
+    if (!isRead && candidate === undefined && mentionsPluginAudience(carried.token)) candidate = carried;
     if (count > MAX_CARRIED_TOKENS && candidate !== undefined) break;
   }
   const tooMany = count > MAX_CARRIED_TOKENS;
