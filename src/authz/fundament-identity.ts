@@ -5,14 +5,16 @@
 import { type Deny, deny } from "./decision.ts";
 import {
   bearerToken,
+  type CarriedToken,
   carriedTokens,
   cookieCredentialAllowed,
   cookieToken,
   type CredentialLookup,
   type CredentialSource,
+  MAX_CARRIED_TOKENS,
   websocketBearerToken,
 } from "../tokens/credentials.ts";
-import type { PluginClaims, TokenVerifier, UserClaims } from "../tokens/fundament.ts";
+import { mentionsPluginAudience, type PluginClaims, type TokenVerifier, type UserClaims } from "../tokens/fundament.ts";
 
 export const FUNDAMENT_COOKIE = "fundament_auth";
 
@@ -73,9 +75,9 @@ export interface CarriedPluginToken {
 }
 
 export interface CarriedPluginTokens {
-  /** The first carried token that verifies as a PluginToken, if any. */
+  /** The carried token, other than the one read, that verifies as a PluginToken, if any. */
   readonly plugin: CarriedPluginToken | undefined;
-  /** More than MAX_CARRIED_TOKENS tokens: none was verified, the request is to be refused. */
+  /** More than MAX_CARRIED_TOKENS tokens: the request is to be refused, whatever `plugin` is. */
   readonly tooMany: boolean;
 }
 
@@ -85,18 +87,31 @@ export interface CarriedPluginTokens {
  * subprotocol) other than `read`, the credential identifyFundamentCaller() verified. It reads one
  * credential, the one the route accepts; the services behind and a probing plugin are not bound
  * by that choice, so a PluginToken anywhere else must be found too. Throws as verify() does.
+ *
+ * Up to MAX_CARRIED_TOKENS tokens, each is verified. Past it the request is refused, but a plugin
+ * must not probe unaudited by stuffing tokens: exactly one is verified, the first whose unverified
+ * payload names the plugin audience, never one per stuffed value. A forged candidate put before the
+ * real one hides it from the audit line, and buys nothing: the refusal is the same, and logged.
  */
 export async function carriedPluginToken(
   headers: Readonly<Record<string, string>>,
   verifier: TokenVerifier,
   read?: Pick<Identified, "source" | "token">,
 ): Promise<CarriedPluginTokens> {
-  const carried = carriedTokens(headers, FUNDAMENT_COOKIE);
-  if (carried.kind === "too-many") return { plugin: undefined, tooMany: true };
-  for (const { source, token } of carried.tokens) {
-    if (source === read?.source && token === read.token) continue;
-    const verified = await verifier.verify(token);
-    if (verified.ok && verified.claims.type === "plugin") return { plugin: { source, claims: verified.claims }, tooMany: false };
+  const others: CarriedToken[] = [];
+  let candidate: CarriedToken | undefined;
+  let count = 0;
+  for (const carried of carriedTokens(headers, FUNDAMENT_COOKIE)) {
+    count += 1;
+    const isRead = carried.source === read?.source && carried.token === read.token;
+    if (!isRead && count <= MAX_CARRIED_TOKENS) others.push(carried);
+    if (!isRead && candidate === undefined && mentionsPluginAudience(carried.token)) candidate = carried;
+    if (count > MAX_CARRIED_TOKENS && candidate !== undefined) break;
   }
-  return { plugin: undefined, tooMany: false };
+  const tooMany = count > MAX_CARRIED_TOKENS;
+  for (const { source, token } of tooMany ? (candidate === undefined ? [] : [candidate]) : others) {
+    const verified = await verifier.verify(token);
+    if (verified.ok && verified.claims.type === "plugin") return { plugin: { source, claims: verified.claims }, tooMany };
+  }
+  return { plugin: undefined, tooMany };
 }

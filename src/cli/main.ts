@@ -38,7 +38,9 @@ const HELP: Readonly<Record<string, string>> = {
   "validate-config": `usage: portcullis validate-config [--file-only] FILE
   Runs the checks the server runs at start, and nothing else: the file (keys, formats, ports, durations,
   URLs, the OpenFGA store id) and what the server would read (secrets present and at least 32 bytes,
-  files readable, kubeconfigs with their context, in-cluster credentials).
+  files readable, kubeconfigs with their context, in-cluster credentials). Then it asks each configured
+  cluster's API server whether the credential may list and watch what the change feeds follow, and warns
+  (stderr, exit status still 0) of every grant missing: the server starts without them, on the short TTLs.
   --file-only   only the file: for a file meant for another machine (CI, before a rollout)
   exit status: 0 valid, 2 invalid (one line per problem, naming the field and what it expects)`,
   "config-schema": `usage: portcullis config-schema
@@ -113,7 +115,11 @@ async function main(argv: string[]): Promise<number> {
       const file = files[0];
       if (file === undefined || files.length > 1) return usage();
       if (fileOnly) loadConfig(file);
-      else await loadConfigForStart(file);
+      else {
+        const config = await loadConfigForStart(file);
+        const { feedGrantWarnings } = await import("./feed-grants.ts");
+        for (const warning of await feedGrantWarnings(config)) process.stderr.write(`${file}: ${warning}\n`);
+      }
       out(`${file}: ok\n`);
       return 0;
     }

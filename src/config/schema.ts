@@ -229,7 +229,7 @@ export const configSchema = z
             denyTtlMs: periodMs().default(2_000).describe("the same for a denied review"),
             safetyNetTtlMs: periodMs()
               .default(60_000)
-              .describe("the longest a review is kept while the cluster's RBAC watches are synced and caught up: a Role, RoleBinding, ClusterRole or ClusterRoleBinding change drops the reviews it can affect at once, this bounds what RBAC events cannot show (another authorizer, a missed event)"),
+              .describe("the longest a review is kept while the cluster's RBAC watches are synced and caught up: a Role, RoleBinding, ClusterRole or ClusterRoleBinding change drops the reviews it can affect at once, this bounds what RBAC events cannot show (a missed event); only answers the RBAC authorizer decided are kept past the short TTLs (another authorizer's keep allowTtlMs/denyTtlMs)"),
             cacheMaxEntries: z.number().int().positive().default(50_000),
           })
           .strict()

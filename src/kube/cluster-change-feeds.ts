@@ -6,6 +6,7 @@
  * while any of them has not listed. A feed that cannot list or watch (a 403 because the credential
  * lacks the permission, an API server down) only keeps its cluster on the short TTLs: it is logged
  * once, shown by describe(), retried with backoff, and never fails the process or its readiness.
+ * Grants the credential lacks are asked of the API server when a cluster is added, and named.
  *
  * Request cost per cluster and replica (change-feed-watch.ts): five watch requests a second (one per
  * resource), served from the API server's watch cache, and five lists at the start and after a 410.
@@ -16,6 +17,7 @@ import type { Logger } from "pino";
 import type { ChangeFeed, FeedState } from "../cache/freshness.ts";
 import { ChangeFeedWatch, type FeedResource, type WatchConnect } from "./change-feed-watch.ts";
 import type { Cluster } from "./clusters.ts";
+import { missingFeedGrants, missingGrantsMessage } from "./feed-grants.ts";
 import type { ListSlots } from "./list-slots.ts";
 import { RBAC_KINDS, RBAC_SOURCE, type RbacKind, rbacHandlers, type ReviewInvalidation } from "./rbac-changes.ts";
 import { SERVICE_ACCOUNT_SOURCE, serviceAccountHandlers, type TokenInvalidation } from "./service-account-changes.ts";
@@ -40,7 +42,12 @@ export interface ClusterChangeFeedsOptions {
   readonly now?: () => number;
   /** Opens watches (tests); client-node's Watch on the cluster's pool when absent. */
   readonly connect?: (cluster: Cluster) => WatchConnect;
+  /** The feeds' grants the cluster's credential lacks (feed-grants.ts missingFeedGrants when absent). */
+  readonly missingGrants?: (cluster: Cluster) => Promise<string[]>;
 }
+
+/** How long the API server has to say which grants the credential holds: off the request path, and said once. */
+const GRANTS_CHECK_TIMEOUT_MS = 5_000;
 
 function rbacResource(kind: RbacKind): FeedResource<KubernetesObject> {
   const group = "rbac.authorization.k8s.io";
@@ -68,6 +75,8 @@ const SERVICE_ACCOUNTS: FeedResource<KubernetesObject> = {
 interface Feeds {
   readonly rbac: ReadonlyArray<ChangeFeedWatch<KubernetesObject>>;
   readonly serviceAccounts: ChangeFeedWatch<KubernetesObject>;
+  /** What the credential lacks, once the API server has said. */
+  missingGrants?: readonly string[];
 }
 
 export class ClusterChangeFeeds {
@@ -117,6 +126,25 @@ export class ClusterChangeFeeds {
     };
     this.#clusters.set(cluster.id, feeds);
     for (const feed of [...feeds.rbac, feeds.serviceAccounts]) feed.start();
+    void this.#checkGrants(cluster, feeds);
+  }
+
+  /**
+   * Says loudly, once per cluster added, which grants its feeds lack: without them the feeds only
+   * fail and retry, and the cluster runs on the short TTLs for good. Not a failed start: the short
+   * TTLs are safe, the freshness is an optimisation; the line, readiness's detail and the
+   * PortcullisEventSourceUnsynced alert (portcullis_event_source_synced) say it.
+   */
+  async #checkGrants(cluster: Cluster, feeds: Feeds): Promise<void> {
+    let missing: string[];
+    try {
+      missing = await (this.#options.missingGrants ?? ((c: Cluster) => missingFeedGrants(c, GRANTS_CHECK_TIMEOUT_MS)))(cluster);
+    } catch {
+      return; // the API server did not answer: the feeds' own errors say so
+    }
+    if (missing.length === 0 || this.#clusters.get(cluster.id) !== feeds) return;
+    feeds.missingGrants = missing;
+    this.#options.logger.warn({ cluster_id: cluster.id, missing }, "the cluster's credential lacks the change feeds' grants: its answers stay on the short TTLs");
   }
 
   /** Stops following a cluster; its proof is gone at once (its answers go back to the short TTLs). */
@@ -146,10 +174,18 @@ export class ClusterChangeFeeds {
         scope: clusterId,
         synced: unsynced === undefined,
         ...(proven === undefined ? {} : { lagSeconds: Math.max(0, this.#now() - proven) / 1_000 }),
-        ...(unsynced === undefined ? {} : { detail: unsynced.detail ?? `${unsynced.plural}: not synced` }),
+        ...(unsynced === undefined ? {} : { detail: lacking(feeds, "rbac.authorization.k8s.io") ?? unsynced.detail ?? `${unsynced.plural}: not synced` }),
       });
-      states.push({ source: SERVICE_ACCOUNT_SOURCE, scope: clusterId, ...feeds.serviceAccounts.state() });
+      const serviceAccounts = feeds.serviceAccounts.state();
+      const detail = serviceAccounts.synced ? undefined : lacking(feeds, "serviceaccounts");
+      states.push({ source: SERVICE_ACCOUNT_SOURCE, scope: clusterId, ...serviceAccounts, ...(detail === undefined ? {} : { detail }) });
     }
     return states;
   }
+}
+
+/** Readiness's detail for a source whose grants (`verb resource.group` names holding `part`) the credential lacks. */
+function lacking(feeds: Feeds, part: string): string | undefined {
+  const missing = (feeds.missingGrants ?? []).filter((grant) => grant.includes(part));
+  return missing.length === 0 ? undefined : missingGrantsMessage(missing);
 }

@@ -2,11 +2,11 @@
  * The user half of user ∩ plugin (FUN-17 §4): a SubjectAccessReview on the target cluster for the
  * user's per-user ServiceAccount. Answers are cached per full review (cluster, user, attributes)
  * with separate allow and deny TTLs; concurrent identical misses share one review; errors are
- * never cached. With the cluster's RBAC change feed (cluster-change-feeds.ts) an answer outlives
- * those TTLs, up to the safety net, while the feed proves every RBAC change applied, and an RBAC
- * change drops the answers it can affect: its namespace's, or the cluster's (rbac-changes.ts). A
- * review the API server could not evaluate, and a denial from a server that is not ready
- * (api-server-readiness.ts), are errors: 503, never a cached user-sar-denied.
+ * never cached. With the cluster's RBAC change feed (cluster-change-feeds.ts) an answer RBAC decided
+ * (decidedByRbac) outlives those TTLs, up to the safety net, while the feed proves every RBAC change
+ * applied, and an RBAC change drops the answers it can affect: its namespace's, or the cluster's
+ * (rbac-changes.ts). A review the API server could not evaluate, and a denial from a server that is
+ * not ready (api-server-readiness.ts), are errors: 503, never a cached user-sar-denied.
  */
 import { hash } from "node:crypto";
 import { AuthorizationV1Api, type V1SubjectAccessReview, type V1SubjectAccessReviewStatus } from "#kubernetes-client";
@@ -82,7 +82,7 @@ export class SubjectAccessReviews implements UserAccessReview, ReviewInvalidatio
         if (verdict === "denied" && !(await readiness.ready(context.clusterId))) {
           throw new DependencyUnavailable(SAR_DEPENDENCY, "denied by an API server that is not ready");
         }
-        return { value: verdict === "allowed", ttlMs: verdict === "allowed" ? options.allowTtlMs : options.denyTtlMs };
+        return { value: verdict === "allowed", ttlMs: verdict === "allowed" ? options.allowTtlMs : options.denyTtlMs, feedCovers: decidedByRbac(review.status) };
       },
     });
   }
@@ -123,6 +123,28 @@ export function verdictOf(status: V1SubjectAccessReviewStatus | undefined): "all
   if (status === undefined || typeof status.allowed !== "boolean") return "unevaluated";
   if (status.evaluationError !== undefined && status.evaluationError !== "") return "unevaluated";
   return status.allowed && status.denied !== true ? "allowed" : "denied";
+}
+
+/** How kube-apiserver's RBAC authorizer words an allow (plugin/pkg/auth/authorizer/rbac/rbac.go, authorizingVisitor.visit). */
+const RBAC_ALLOW = /^RBAC: allowed by (ClusterRoleBinding|RoleBinding) "/;
+
+/**
+ * Whether the RBAC authorizer decided the review, so that the RBAC change feed's proof may extend
+ * it. An authorizer chain ends at the first authorizer with an opinion, and the review carries that
+ * one's reason unchanged (apiserver's union authorizer): an RBAC allow reads `RBAC: allowed by
+ * RoleBinding "name/namespace" of …` or `… ClusterRoleBinding "name" of …`. A webhook (a managed
+ * cluster's IAM, OPA, Cedar), Node or ABAC decides by what no RBAC event reports: their allows keep
+ * the short TTL. A denial is every authorizer's lack of opinion (RBAC gives no reason; the chain
+ * joins the others' as "name: reason"), or a webhook's explicit `denied`. An empty-reason denial, the
+ * RBAC-only chain's, is extended: were a silent webhook to grant it later, the user would wait up to
+ * the safety net for it — a question of liveness, never of a wider allow. A denial with a reason
+ * (another authorizer's, or RBAC's rule-resolution errors) or an explicit one keeps the short TTL.
+ * Assumes no authorizer ahead of RBAC in the chain (a webhook put first) comes to deny what it let
+ * through to RBAC: no review tells that apart.
+ */
+export function decidedByRbac(status: V1SubjectAccessReviewStatus | undefined): boolean {
+  if (status?.allowed === true) return RBAC_ALLOW.test(status.reason ?? "");
+  return status?.denied !== true && (status?.reason ?? "") === "";
 }
 
 /**

@@ -107,7 +107,7 @@ export function withoutWebsocketBearer(headerValue: string): string | undefined 
 
 /**
  * Most tokens one request may carry across all its carriers. A request carries one credential, two
- * when a browser adds its cookie to a Bearer call; more is refused before any is verified, so a
+ * when a browser adds its cookie to a Bearer call; more is refused without verifying them all, so a
  * request cannot buy one signature check per token it stuffs into a header.
  */
 export const MAX_CARRIED_TOKENS = 4;
@@ -117,36 +117,31 @@ export interface CarriedToken {
   readonly token: string;
 }
 
-export type CarriedTokens = { readonly kind: "tokens"; readonly tokens: readonly CarriedToken[] } | { readonly kind: "too-many" };
-
 /**
  * Every token the request carries wherever a Fundament service or a Kubernetes client library
  * could read one, whether or not the route reads it as its credential: each compact JWS in
  * Authorization (any scheme, any spelling, merged values too), each value of the named cookie
  * (whatever the Origin: the services behind read it without asking), each WebSocket bearer
- * subprotocol. What is not a compact JWS is no token anyone verifies and is left out.
+ * subprotocol. What is not a compact JWS is no token anyone verifies and is left out. Lazy: a
+ * reader that has seen enough stops.
  */
-export function carriedTokens(headers: Readonly<Record<string, string>>, cookieName: string): CarriedTokens {
-  const tokens: CarriedToken[] = [];
-  const add = (source: CredentialSource, token: string): boolean => {
-    if (token.length > MAX_TOKEN_LENGTH || !COMPACT_JWS.test(token)) return true;
-    tokens.push({ source, token });
-    return tokens.length <= MAX_CARRIED_TOKENS;
-  };
-  const TOO_MANY: CarriedTokens = { kind: "too-many" };
-  for (const part of (headers["authorization"] ?? "").split(/[\s,]+/)) if (!add("bearer", part)) return TOO_MANY;
+export function* carriedTokens(headers: Readonly<Record<string, string>>, cookieName: string): Generator<CarriedToken> {
+  const isToken = (token: string) => token.length <= MAX_TOKEN_LENGTH && COMPACT_JWS.test(token);
+  for (const part of (headers["authorization"] ?? "").split(/[\s,]+/)) if (isToken(part)) yield { source: "bearer", token: part };
   for (const pair of (headers["cookie"] ?? "").split(/[;,]/)) {
     const eq = pair.indexOf("=");
-    if (eq !== -1 && pair.slice(0, eq).trim() === cookieName && !add("cookie", pair.slice(eq + 1).trim())) return TOO_MANY;
+    if (eq === -1 || pair.slice(0, eq).trim() !== cookieName) continue;
+    const token = pair.slice(eq + 1).trim();
+    if (isToken(token)) yield { source: "cookie", token };
   }
   for (const protocol of (headers["sec-websocket-protocol"] ?? "").split(",")) {
     const entry = protocol.trim();
     if (!entry.startsWith(WEBSOCKET_BEARER_PREFIX)) continue;
     const encoded = entry.slice(WEBSOCKET_BEARER_PREFIX.length);
     if (!/^[A-Za-z0-9_-]+$/.test(encoded) || encoded.length > MAX_TOKEN_LENGTH * 2) continue;
-    if (!add("websocket-protocol", Buffer.from(encoded, "base64url").toString("latin1"))) return TOO_MANY;
+    const token = Buffer.from(encoded, "base64url").toString("latin1");
+    if (isToken(token)) yield { source: "websocket-protocol", token };
   }
-  return { kind: "tokens", tokens };
 }
 
 /**

@@ -188,6 +188,19 @@ describe("monitoring", () => {
     expect([...new Set(undocumented)]).toEqual([]);
   });
 
+  it("every portcullis metric an alert reads is one the server registers", () => {
+    const registered = new Set([...read("src/metrics/prometheus.ts").matchAll(/name: "(portcullis_[a-z_]+)"/g)].map((m) => m[1]!));
+    const exprs = rule["spec"].groups.flatMap((g: Manifest) => g["rules"].map((r: Manifest) => r["expr"] as string));
+    const unknown = exprs.flatMap(metricsIn).filter((name: string) => name.startsWith("portcullis_") && !registered.has(name));
+    expect(registered.size).toBeGreaterThan(5);
+    expect(unknown).toEqual([]);
+  });
+
+  it("a change feed left unsynced (a credential without the feeds' grants) is alerted on", () => {
+    const alert = rule["spec"].groups.flatMap((g: Manifest) => g["rules"]).find((r: Manifest) => r["alert"] === "PortcullisEventSourceUnsynced");
+    expect(alert).toMatchObject({ expr: expect.stringContaining("portcullis_event_source_synced"), for: "10m" });
+  });
+
   it("the dashboard is shipped as a ConfigMap Grafana's sidecar picks up", () => {
     const dashboard = find("deploy/k8s/monitoring", "ConfigMap", "portcullis-dashboard");
     expect(dashboard["metadata"].labels).toMatchObject({ grafana_dashboard: "1" });

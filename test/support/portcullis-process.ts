@@ -70,12 +70,13 @@ export interface PortcullisProcess {
 /**
  * Starts one portcullis. `extra` is appended to the configuration file (YAML, top-level keys);
  * `nodeArgs` go before the script (e.g. `--inspect=127.0.0.1:0`); `command`, when given, replaces
- * `node NODE_ARGS main.ts` (e.g. the image's ENTRYPOINT in a PID namespace of its own).
+ * `node NODE_ARGS main.ts` (e.g. the image's ENTRYPOINT in a PID namespace of its own); with
+ * `processGroup` it leads a process group of its own, which a test may signal as a whole.
  */
 export function spawnPortcullis(
   world: ProcessWorld,
   addresses: PortcullisAddresses,
-  options: { name: string; extra?: string; nodeArgs?: string[]; command?: readonly string[]; checkTimeoutMs?: number; openfgaTimeoutMs?: number },
+  options: { name: string; extra?: string; nodeArgs?: string[]; command?: readonly string[]; checkTimeoutMs?: number; openfgaTimeoutMs?: number; processGroup?: boolean },
 ): PortcullisProcess {
   const config = join(world.dir, `${options.name}.yaml`);
   writeFileSync(
@@ -90,18 +91,19 @@ clusters: [{ id: "${ids.cluster}", kubeconfig: "${world.kubeconfig}" }]
 ${options.extra ?? ""}
 `,
   );
-  return spawnPortcullisFile(config, addresses, options.command ?? [NODE, ...(options.nodeArgs ?? []), MAIN]);
+  return spawnPortcullisFile(config, addresses, options.command ?? [NODE, ...(options.nodeArgs ?? []), MAIN], options.processGroup);
 }
 
 /**
  * Starts one portcullis with a configuration file of the caller's (secrets in PORTCULLIS_SECRET,
  * PORTCULLIS_OLD_SECRET): `command --config FILE`.
  */
-export function spawnPortcullisFile(config: string, addresses: PortcullisAddresses, command: readonly string[] = [NODE, MAIN]): PortcullisProcess {
+export function spawnPortcullisFile(config: string, addresses: PortcullisAddresses, command: readonly string[] = [NODE, MAIN], processGroup = false): PortcullisProcess {
   const [program, ...args] = command;
   const child = spawn(program!, [...args, "--config", config], {
     env: { PATH: process.env["PATH"] ?? "", PORTCULLIS_SECRET: SECRET, PORTCULLIS_OLD_SECRET: OLD_SECRET },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: processGroup,
   });
   let stdout = "";
   let stderr = "";

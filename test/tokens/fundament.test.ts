@@ -1,6 +1,6 @@
 /** TokenVerifier with frozen time: classification by aud, claim formats, rotation, tolerance, caching. */
 import { describe, expect, it } from "vitest";
-import { SharedStrings, TokenVerifier } from "../../src/tokens/fundament.ts";
+import { mentionsPluginAudience, SharedStrings, TokenVerifier } from "../../src/tokens/fundament.ts";
 import { ids, OLD_SECRET, pluginClaims, SECRET, sign, userClaims } from "../support/tokens.ts";
 
 const NOW = 1_900_000_000_000;
@@ -113,5 +113,27 @@ describe("SharedStrings", () => {
     const shared = new SharedStrings(max);
     for (const s of strings) expect(shared.intern(s)).toBe(s);
     expect(shared.size).toBe(size);
+  });
+});
+
+describe("mentionsPluginAudience: which token among many is worth a verification", () => {
+  it.each([
+    { name: "a PluginToken", claims: pluginClaims(), expected: true },
+    { name: "aud a list", claims: { aud: ["x", "fundament-plugin"] }, expected: true },
+    // The name at each byte alignment of the payload, so at each of its three base64url spellings.
+    { name: "at alignment 0", claims: { a: "", aud: "fundament-plugin" }, expected: true },
+    { name: "at alignment 1", claims: { a: "x", aud: "fundament-plugin" }, expected: true },
+    { name: "at alignment 2", claims: { a: "xx", aud: "fundament-plugin" }, expected: true },
+    { name: "a UserToken", claims: userClaims(), expected: false },
+    { name: "a near miss", claims: { aud: "fundament-plug-in" }, expected: false },
+  ])("$name → $expected", async ({ claims, expected }) => {
+    expect(mentionsPluginAudience(await sign(claims))).toBe(expected);
+  });
+
+  it("a token-shaped value that is no JWT mentions nothing, and throws nothing", () => {
+    for (const value of ["a.b.c", "....", "x.ZnVuZGFtZW50LXBsdWdpbg.y", "x.!!.y"]) expect(() => mentionsPluginAudience(value)).not.toThrow();
+    // base64url of "fundament-plugin" as the payload: mentioned (only a verification decides).
+    expect(mentionsPluginAudience("x.ZnVuZGFtZW50LXBsdWdpbg.y")).toBe(true);
+    expect(mentionsPluginAudience("a.b.c")).toBe(false);
   });
 });

@@ -107,17 +107,18 @@ export function kubeApiProxy(deps: KubeApiProxyDeps): Policy {
 /**
  * What the carriers identifyFundamentCaller() did not take as the credential change: a PluginToken
  * in the cookie (UserToken only) refuses the request; one elsewhere makes the identity's denial an
- * audited one; too many tokens are refused unread. The denial; undefined when nothing changes. A
- * PluginToken found is recorded for the audit line, unless the request's own already is.
+ * audited one; too many tokens are refused `invalid-token`. The denial; undefined when nothing changes. A
+ * PluginToken found is recorded for the audit line, unless the request's own already is, too many
+ * tokens or not.
  */
 async function otherCarriers(request: HttpRequest, identity: Identified | Deny, deps: KubeApiProxyDeps, trail: AuditTrail): Promise<Deny | undefined> {
   const read = identity.kind === "deny" ? undefined : identity;
   const carried = await carriedPluginToken(request.headers, deps.tokens, read);
   // Traced only when they matter: nearly every request carries one credential.
   if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", carried.tooMany ? "too many tokens" : `plugin token in ${carried.plugin!.source}`);
+  if (carried.plugin !== undefined && trail.pluginToken === undefined) auditPluginToken(trail, carried.plugin.claims, deps);
   if (carried.tooMany) return deny("invalid-token", "too many credentials");
   if (carried.plugin === undefined) return undefined;
-  if (trail.pluginToken === undefined) auditPluginToken(trail, carried.plugin.claims, deps);
   return carried.plugin.source === "cookie" || identity.kind !== "deny" ? deny("wrong-audience", "the token is not accepted here") : identity;
 }
 

@@ -11,7 +11,8 @@
  *    read Authorization only when it starts with exactly "Bearer " and otherwise fall back to the
  *    cookie (common/auth/auth.go), whatever its Origin. It is counted and logged as a security
  *    event, and so authn-api's MintPluginToken accepts a UserToken only: a PluginToken cannot mint
- *    another. More than MAX_CARRIED_TOKENS tokens in one request are refused `invalid-token` unread;
+ *    another. More than MAX_CARRIED_TOKENS tokens in one request are refused `invalid-token`, or as a
+ *    replay when the one token among them that names the plugin audience verifies as a PluginToken;
  *  - on allow the service receives exactly one Fundament credential, the UserToken verified here
  *    (the services still validate it themselves: defence in depth), and portcullis adds the identity
  *    it verified: a Bearer the client spelled otherwise (`bearer`, extra blanks) goes on as

@@ -3,7 +3,8 @@
  * line"), also where the answer comes before the gates: a path request mode refuses (an empty
  * segment, a dot segment, an escaped slash: 400 before the policy decides; this file runs in both
  * modes through kube-api-proxy.audit-outcomes.request-mode.test.ts), and a dependency that fails
- * while another carrier's token is read (authn-api's JWKS down in tokens.mode migration: 503).
+ * while another carrier's token is read (authn-api's JWKS down in tokens.mode migration: 503), and
+ * more tokens than a request may carry, refused with the PluginToken among them audited.
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -68,5 +69,31 @@ describe("kube-api-proxy audits a PluginToken request when reading another carri
     const lines = await auditLines(server, requestId);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ user: ids.user, cluster_id: ids.cluster, decision: "denied:dependency-unavailable" });
+  });
+});
+
+describe("kube-api-proxy audits a PluginToken among more tokens than a request may carry", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer(new FakeWorld());
+  });
+  afterAll(async () => server.stop());
+
+  // Token-shaped values no one can verify: what a probing plugin stuffs around its own token.
+  const stuffing = ["a.b.c", "d.e.f", "g.h.i", "j.k.l"];
+  const cookies = (tokens: string[]) => tokens.map((t) => `fundament_auth=${t}`).join("; ");
+
+  it.each<{ name: string; path: string; headers: (plugin: string) => Record<string, string>; reason: string }>([
+    { name: "in Authorization, merged with four others", path: `${base}/api/v1/namespaces/team-a/pods`, headers: (p) => ({ authorization: [...stuffing, p].map((t) => `Bearer ${t}`).join(", ") }), reason: "invalid-token" },
+    { name: "in the cookie, beside four others", path: `${base}/api/v1/namespaces/team-a/pods`, headers: (p) => ({ cookie: cookies([...stuffing, p]), origin: "https://console.example" }), reason: "invalid-token" },
+    { name: "in Authorization, four cookies beside it", path: `${base}/api/v1/namespaces/team-a/pods`, headers: (p) => ({ authorization: `Bearer ${p}`, cookie: cookies(stuffing) }), reason: "invalid-token" },
+    { name: "on a path whose cluster cannot be read", path: "/clusters/not-a-uuid/api/v1/pods", headers: (p) => ({ authorization: `Bearer ${p}`, cookie: cookies(stuffing) }), reason: "bad-request" },
+  ])("$name: refused, and its one audit line", async ({ path, headers, reason }) => {
+    const requestId = `req-stuffed-${randomUUID()}`;
+    const res = await server.check({ path, headers: { ...headers(await pluginToken()), "x-request-id": requestId }, policy: "kube-api-proxy" });
+    expect(res).toMatchObject({ allowed: false, reason });
+    const lines = await auditLines(server, requestId);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ user: ids.user, cluster_id: ids.cluster, installation_id: ids.installation, decision: `denied:${reason}` });
   });
 });

@@ -62,6 +62,9 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     { name: "wrong issuer", headers: () => bearer(pluginToken({}, { issuer: "fundament-authn-api/" })), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "aud holds both audiences", headers: () => bearer(pluginToken({ aud: ["fundament-plugin", "fundament-user"] })), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "a token for another service", headers: () => bearer(pluginToken({ aud: "organization-api" })), http: 401, grpc: 16, reason: "wrong-audience" },
+    // Fundament's proxy accepts these two (SECURITY.md, "Stricter than Fundament's Go proxy").
+    { name: "PluginToken without installation_name", headers: () => bearer(pluginToken({ installation_name: undefined })), http: 401, grpc: 16, reason: "invalid-token" },
+    { name: "PluginToken with an empty installation_name", headers: () => bearer(pluginToken({ installation_name: "" })), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "PluginToken in the cookie (UserToken only there)", headers: async () => ({ cookie: `fundament_auth=${await pluginToken()}`, "sec-fetch-site": "same-origin" }), http: 401, grpc: 16, reason: "wrong-audience" },
     { name: "Bearer and WebSocket bearer together", headers: async () => ({ authorization: `Bearer ${await pluginToken()}`, "sec-websocket-protocol": `base64url.bearer.authorization.k8s.io.${Buffer.from(await pluginToken()).toString("base64url")}` }), http: 401, grpc: 16, reason: "invalid-token" },
     { name: "impersonation headers", headers: async () => ({ ...(await bearer(pluginToken())), "impersonate-user": "admin" }), http: 403, grpc: 7, reason: "impersonation-forbidden" },
@@ -69,6 +72,7 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     { name: "OpenFGA can_view false", setup: (w) => (w.canViewAnswer = false), http: 403, grpc: 7, reason: "can-view-denied" },
     { name: "cluster not configured", setup: (w) => w.clusterIds.clear(), http: 404, grpc: 5, reason: "unknown-cluster" },
     { name: "path root not a Kubernetes API", path: `${base}/healthz`, http: 404, grpc: 5, reason: "not-found" },
+    { name: "path root not a Kubernetes API, without a credential (Fundament: 404 first)", path: `${base}/healthz`, headers: async () => ({}), http: 401, grpc: 16, reason: "missing-token" },
     { name: "cluster id not a UUID", path: `/clusters/prod/api/v1/pods`, http: 400, grpc: 3, reason: "bad-request" },
     { name: "dot segment left by Envoy", path: `${base}/api/v1/namespaces/a/../b/pods`, http: 400, grpc: 3, reason: "bad-request" },
     { name: "legacy watch with nothing after it", path: `${base}/api/v1/watch`, http: 400, grpc: 3, reason: "bad-request" },

@@ -335,6 +335,11 @@ describe("platform-api: one rule for every credential carrier", () => {
     const stuffed = { authorization: `Bearer ${user}`, cookie: ["a.b.c", "d.e.f", "g.h.i", "j.k.l"].map((v) => `fundament_auth=${v}`).join("; ") };
     expect(await check(METHODS[0]!, stuffed)).toEqual(denied("invalid-token", "too many credentials"));
   });
+
+  it("a PluginToken among more tokens than any client sends is refused as the replay it is", async () => {
+    const stuffed = { cookie: ["a.b.c", "d.e.f", "g.h.i", "j.k.l", await t(pluginToken())].map((v) => `fundament_auth=${v}`).join("; ") };
+    expect(await check(METHODS[0]!, stuffed)).toEqual(REPLAY);
+  });
 });
 
 describe("platform-api: the rest of the gate", () => {
