@@ -223,12 +223,21 @@ describe("memory", () => {
 });
 
 describe("installs from the committed lockfile", () => {
-  it.each([
-    [".ci/run", /^npm ci\b/m],
-    ["Dockerfile", /^RUN npm ci --omit=dev\b/m],
-  ])("%s runs npm ci, never npm install", (file, pattern) => {
-    const text = read(file);
-    expect(text).toMatch(pattern);
-    expect(text.split("\n").filter((l) => !l.trimStart().startsWith("#"))).not.toContainEqual(expect.stringMatching(/npm install/));
+  const commands = (file: string) => read(file).split("\n").filter((l) => !l.trimStart().startsWith("#"));
+
+  it("the Dockerfile runs npm ci, never npm install", () => {
+    expect(read("Dockerfile")).toMatch(/^RUN npm ci --omit=dev\b/m);
+    expect(commands("Dockerfile")).not.toContainEqual(expect.stringMatching(/npm install/));
+  });
+
+  it("CI installs with npm ci, then runs the README's npm install only to fail if it changes the tree", () => {
+    const lines = commands(".ci/run");
+    const ci = lines.findIndex((l) => /^npm ci\b/.test(l));
+    const installs = lines.flatMap((l, at) => (/^\s*npm install(\s|$)/.test(l) ? [at] : []));
+    expect(ci).toBeGreaterThanOrEqual(0);
+    expect(installs.map((at) => lines[at])).toEqual(["npm install --no-audit --no-fund"]);
+    expect(installs[0]!).toBeGreaterThan(ci);
+    expect(lines[installs[0]! + 1]).toBe('tree_unchanged "npm install"');
+    expect(lines.slice(ci + 1, installs[0]!)).toContain('tree_unchanged "npm ci"');
   });
 });
