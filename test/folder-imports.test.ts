@@ -16,7 +16,10 @@ const LAYERS = [
   "cache",
   "tokens",
   "headers",
-  "kube",
+  "kube-reading",
+  "kube-fleet",
+  "kube-watch",
+  "kube-calls",
   "fga",
   "konfidence",
   "audit",
@@ -31,7 +34,10 @@ const LAYERS = [
 const UPWARD = {
   // The adapters implement the ports authz declares (authz/ports.ts, revocations.ts,
   // kube-api-upstream.ts), while authz's policies read Kubernetes paths with kube's parsers.
-  "kube -> authz": "ports",
+  "kube-reading -> authz": "ports",
+  "kube-fleet -> authz": "ports",
+  "kube-watch -> authz": "ports",
+  "kube-calls -> authz": "ports",
   "fga -> authz": "ports",
   // The audit line's record is the Decision's; the policies write it (items 1-2 of issue 44).
   "audit -> authz": "the Decision's type",
@@ -44,7 +50,7 @@ const UPWARD = {
   "config -> konfidence": "permissions, discovery URL, role bindings",
   "config -> server": "TLS files",
   // The list slots' gauge reads kube's slot counts.
-  "metrics -> kube": "list slots",
+  "metrics -> kube-fleet": "list slots",
 };
 
 describe("imports between src/'s folders", () => {

@@ -6,7 +6,7 @@
  * that returns early, throws or outlives the deadline can neither skip the line nor write a second.
  */
 import type { Decision } from "../authz/decision.ts";
-import type { RequestInfo } from "../kube/request-info.ts";
+import type { RequestInfo } from "../kube-reading/request-info.ts";
 import type { PluginClaims } from "../tokens/fundament.ts";
 import { type AuditSink, decisionLabel, type PluginRequestAudit } from "./plugin-request.ts";
 import type { PluginTokenReplayAudit } from "./plugin-token-replay.ts";

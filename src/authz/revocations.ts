@@ -7,13 +7,13 @@
  *    of cert-manager-ui 0.9.0 everywhere");
  *  - a user, by id (every plugin acting for that user).
  * Entries come from `Revocation` objects (portcullis.fundament.io/v1alpha1, cluster-scoped) on the
- * cluster named by `revocations` (src/kube/revocation-index.ts). This file is the decision part:
+ * cluster named by `revocations` (src/kube-watch/revocation-index.ts). This file is the decision part:
  * reading one object, matching a request against the entries, and the gate the policies run.
  */
 import { type Deny, deny } from "./decision.ts";
 import type { Installation } from "./ports.ts";
 import { traceVerdict } from "./trace.ts";
-import { watchKey } from "../kube/sole-claims.ts";
+import { watchKey } from "../kube-watch/sole-claims.ts";
 import { publishRevoked } from "../metrics/events.ts";
 import { isDnsLabel, isPinnedHash, isPluginVersion, isUuid } from "../tokens/claim-formats.ts";
 import type { PluginClaims } from "../tokens/fundament.ts";

@@ -1,5 +1,5 @@
 /**
- * Envoy's Cluster Discovery Service for the registered clusters (kube/cluster-registry.ts): one
+ * Envoy's Cluster Discovery Service for the registered clusters (kube-watch/cluster-registry.ts): one
  * Envoy cluster per registered cluster, named by its id and a digest of what it connects to
  * (kube-api-upstream.ts registeredEnvoyCluster), so kube-api-proxy's `kube-api-registered` route
  * (deploy/envoy-config.ts) has an upstream for it. Transport v3,
@@ -36,7 +36,7 @@
 import { createHash } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
-import type { ClusterCredentials } from "../kube/clusters.ts";
+import type { ClusterCredentials } from "../kube-fleet/clusters.ts";
 import { kubeApiCluster } from "../deploy/envoy-config.ts";
 import { type RegisteredEndpoint, registeredEnvoyCluster } from "../authz/kube-api-upstream.ts";
 import { decodeMessage, envoyRoot } from "./bootstrap.ts";

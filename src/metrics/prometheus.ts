@@ -26,7 +26,7 @@ import type {
 } from "./events.ts";
 
 import type { GrpcCallHandled } from "./grpc-server.ts";
-import { FLEET_LIST_SLOTS, type ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../kube/list-slots.ts";
+import { FLEET_LIST_SLOTS, type ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../kube-fleet/list-slots.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
@@ -43,7 +43,7 @@ export interface IndexSizes {
     lastSyncedAt?: Date | undefined;
     /** The cluster registry's cluster ids claimed by more than one Secret (readiness lists them). */
     conflicts?: ReadonlyArray<{ clusterId: string; secrets: readonly string[] }>;
-    /** Names or uids more than one of its objects claims (src/kube/sole-claims.ts); absent where none can be. */
+    /** Names or uids more than one of its objects claims (src/kube-watch/sole-claims.ts); absent where none can be. */
     contested?: number;
   }>;
 }

@@ -14,7 +14,7 @@ import { OidcSessions } from "../konfidence/session.ts";
 import type { ProviderTrust } from "../konfidence/subjects.ts";
 import { ConfigError } from "../config/load.ts";
 import type { KonfidenceConfig } from "../config/konfidence-schema.ts";
-import { type Cluster, Clusters } from "../kube/clusters.ts";
+import { type Cluster, Clusters } from "../kube-fleet/clusters.ts";
 
 export interface KonfidenceConnection {
   readonly ports: KonfidencePorts;

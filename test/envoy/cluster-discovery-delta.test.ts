@@ -18,7 +18,7 @@ import { registeredEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { CLUSTER_TYPE_URL, ClusterDiscovery, clusterDiscoveryService } from "../../src/envoy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
-import type { ClusterCredentials } from "../../src/kube/clusters.ts";
+import type { ClusterCredentials } from "../../src/kube-fleet/clusters.ts";
 
 const ENVOY_CA_FILE = "/etc/envoy/system-ca.crt";
 const RETIRE_AFTER_MS = 1_500;

@@ -14,7 +14,7 @@ import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { CLUSTER_TYPE_URL, registeredClusterResource } from "../../src/envoy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 import { registeredEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
-import type { Clusters } from "../../src/kube/clusters.ts";
+import type { Clusters } from "../../src/kube-fleet/clusters.ts";
 import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import pino from "pino";
 import { rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";

@@ -68,7 +68,7 @@ export class FakeWorld implements PolicyPorts {
   serviceAccountTokens = {
     token: (clusterId: string, namespace: string, name: string) => {
       this.calls.push(`token ${clusterId} ${namespace}/${name}`);
-      // The real port checks a token once, when it caches it (src/kube/service-account-tokens.ts).
+      // The real port checks a token once, when it caches it (src/kube-calls/service-account-tokens.ts).
       return answer("kube-apiserver", this.tokenAnswer(clusterId, namespace, name)).then((token) => {
         if (token === undefined) return undefined;
         const safe = safeHeaderValue(token);

@@ -19,7 +19,7 @@ import { installationDenial, installationVerdict } from "../installation.ts";
 import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
-import { pluginServiceAccount } from "../../kube/service-accounts.ts";
+import { pluginServiceAccount } from "../../kube-reading/service-accounts.ts";
 import type { TokenVerifier } from "../../tokens/fundament.ts";
 
 export interface PluginProxyDeps {
