@@ -1,64 +1,84 @@
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { folderImports, upwardImports } from "../scripts/folder-imports.ts";
+import { fileImports, folderCircles, folderImports, upwardImports } from "../scripts/folder-imports.ts";
 
 /**
- * src/'s folders from the lowest to the highest: a folder imports only folders before it, but for
- * UPWARD below. Every import circle between folders goes through an upward import, so the list is
- * the circles still open; a new one fails this test, and one removed must leave the list.
+ * src/'s folders from the lowest to the highest, the reverse of the order a request meets them
+ * (cli → server → authz → the domains and their Kubernetes rooms → the helpers → Envoy's wire,
+ * the configuration, metrics and redaction): a folder imports only folders before it, types
+ * included, but for UPWARD below. Every import circle between folders goes through an upward
+ * import, so the list is the circles still open; a new one fails this test, and one removed must
+ * leave the list.
  */
 const LAYERS = [
   "redaction",
-  "metrics",
   "config",
+  "metrics",
+  "envoy",
+  "audit",
   "tracing",
   "dependencies",
   "cache",
-  "tokens",
   "headers",
+  "tokens",
   "kube-reading",
   "kube-fleet",
   "kube-watch",
   "kube-calls",
   "fga",
   "konfidence",
-  "audit",
   "authz",
   "deploy",
-  "envoy",
   "server",
   "cli",
 ];
 
-/** The upward imports left, each with why it is there (issue 44). */
+/** The upward imports left (issue 53), each with what it imports. */
 const UPWARD = {
-  // The adapters implement the ports authz declares (authz/ports.ts, revocations.ts,
-  // kube-api-upstream.ts), while authz's policies read Kubernetes paths with kube's parsers.
-  "kube-reading -> authz": "ports",
-  "kube-fleet -> authz": "ports",
-  "kube-watch -> authz": "ports",
-  "kube-calls -> authz": "ports",
-  "fga -> authz": "ports",
-  // The audit line's record is the Decision's; the policies write it (items 1-2 of issue 44).
   "audit -> authz": "the Decision's type",
-  // check.ts reads and answers Envoy's messages; the policies read the request's type.
-  "authz -> envoy": "CheckRequest/CheckResponse",
-  // The Check span reads Envoy's headers (tracedChecks would belong to the envoy adapter).
-  "tracing -> envoy": "the Check span",
-  // The configuration schema validates with the domain's own parsers and TLS loader.
+  "audit -> kube-reading": "RequestInfo, in the trail",
+  "audit -> tokens": "PluginClaims, in the trail",
+  "config -> server": "TLS files",
   "config -> authz": "route table",
   "config -> konfidence": "permissions, discovery URL, role bindings",
-  "config -> server": "TLS files",
-  // The list slots' gauge reads kube's slot counts.
+  "envoy -> authz": "Decision → CheckResponse; the kube API upstream's names",
+  "envoy -> kube-fleet": "cluster discovery's credentials",
+  "envoy -> deploy": "cluster discovery's Envoy cluster",
+  "envoy -> headers": "describe-response's redaction",
+  "fga -> authz": "ports",
+  "headers -> tokens": "credential headers",
+  "kube-calls -> authz": "ports",
+  "kube-fleet -> authz": "ports, the kube API upstream's names",
+  "kube-reading -> authz": "ports",
+  "kube-watch -> authz": "ports, revocations",
   "metrics -> kube-fleet": "list slots",
 };
 
+/** The circles between files left (issue 53). */
+const FILE_CIRCLES = [
+  ["kube-reading/object-names.ts", "kube-reading/request-info.ts"],
+  ["audit/plugin-request.ts", "audit/trail.ts", "authz/decision.ts"],
+  ["authz/route-table.ts", "config/envoy-schema.ts"],
+  ["config/environment.ts", "config/load.ts"],
+];
+
 describe("imports between src/'s folders", () => {
-  const edges = folderImports(resolve(import.meta.dirname, "../src"));
+  const src = resolve(import.meta.dirname, "../src");
+  const edges = folderImports(src);
 
   it("go down the layers, but for the upward imports listed", () => {
     const upward = upwardImports(edges, LAYERS).map(({ from, to }) => `${from} -> ${to}`);
     expect(upward.sort()).toEqual(Object.keys(UPWARD).sort());
+  });
+
+  it("every folder of src/ has its place in the layers, and every layer is a folder", () => {
+    const folders = new Set(edges.flatMap(({ from, to }) => [from, to]));
+    expect([...folders].sort()).toEqual([...LAYERS].sort());
+  });
+
+  it("between files: no circle but those listed", () => {
+    const key = (circle: readonly string[]) => [...circle].sort().join(" ");
+    expect(folderCircles(fileImports(src)).map(key).sort()).toEqual(FILE_CIRCLES.map(key).sort());
   });
 
   it("dependency calls and error redaction import nothing from authz, tokens, konfidence or the adapters", () => {
