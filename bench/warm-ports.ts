@@ -7,7 +7,7 @@
  * never over a network.
  */
 import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
-import type { AccessAttributes, Installation, MintedToken } from "../src/authz/ports.ts";
+import type { AccessAttributes, Installation, MintedToken } from "../src/ports/policy-ports.ts";
 import { CachedLookup } from "../src/cache/cached-lookup.ts";
 import { KeyTags } from "../src/cache/key-tags.ts";
 import { CanViewKeys } from "../src/fga/can-view.ts";

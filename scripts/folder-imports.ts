@@ -8,7 +8,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 
-/** One folder importing another, with the file imports that make the edge (`kube-fleet/clusters.ts -> authz/ports.ts`). */
+/** One folder importing another, with the file imports that make the edge (`kube-fleet/clusters.ts -> ports/policy-ports.ts`). */
 export interface FolderEdge {
   readonly from: string;
   readonly to: string;

@@ -21,6 +21,7 @@ const LAYERS = [
   "cache",
   "headers",
   "tokens",
+  "ports",
   "kube-reading",
   "kube-fleet",
   "kube-watch",
@@ -45,12 +46,9 @@ const UPWARD = {
   "envoy -> kube-fleet": "cluster discovery's credentials",
   "envoy -> deploy": "cluster discovery's Envoy cluster",
   "envoy -> headers": "describe-response's redaction",
-  "fga -> authz": "ports",
   "headers -> tokens": "credential headers",
-  "kube-calls -> authz": "ports",
-  "kube-fleet -> authz": "ports, the kube API upstream's names",
-  "kube-reading -> authz": "ports",
-  "kube-watch -> authz": "ports, revocations",
+  "kube-fleet -> authz": "the kube API upstream's names",
+  "kube-watch -> authz": "revocations",
   "metrics -> kube-fleet": "list slots",
 };
 

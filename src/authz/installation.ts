@@ -3,7 +3,7 @@
  * it exists, is the one the token names, is not being deleted, and pins a definition.
  */
 import { type Deny, deny } from "./decision.ts";
-import type { Installation } from "./ports.ts";
+import type { Installation } from "../ports/policy-ports.ts";
 import { pinnedSubject, type RevocationList, revokedDenial } from "./revocations.ts";
 import { trace } from "./trace.ts";
 import { isDefinitionHash, isPinnedHash } from "../tokens/claim-formats.ts";

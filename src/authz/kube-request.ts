@@ -13,7 +13,7 @@
  *    store would otherwise be reviewed and held in a cache key).
  *  - `ok`: the RequestInfo.
  */
-import type { AccessAttributes } from "./ports.ts";
+import type { AccessAttributes } from "../ports/policy-ports.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
 import { kubePathOf } from "../kube-reading/gateway-path.ts";
 import { oversizedField } from "../kube-reading/object-names.ts";

@@ -11,7 +11,7 @@
  * reading one object, matching a request against the entries, and the gate the policies run.
  */
 import { type Deny, deny } from "./decision.ts";
-import type { Installation } from "./ports.ts";
+import type { Installation } from "../ports/policy-ports.ts";
 import { traceVerdict } from "./trace.ts";
 import { watchKey } from "../kube-watch/sole-claims.ts";
 import { publishRevoked } from "../metrics/events.ts";

@@ -12,7 +12,7 @@ import { CoreV1Api } from "#kubernetes-client";
 import { type Cluster, type Clusters, perCluster } from "../kube-fleet/clusters.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { withDeadline } from "../dependencies/deadline.ts";
-import type { MintedToken, ServiceAccountTokens } from "../authz/ports.ts";
+import type { MintedToken, ServiceAccountTokens } from "../ports/policy-ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
 import { KeyTags } from "../cache/key-tags.ts";
 import { safeHeaderValue } from "../headers/mutations.ts";

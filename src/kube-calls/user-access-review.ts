@@ -16,7 +16,7 @@ import { serviceAccountSubject, userServiceAccount } from "../kube-reading/servi
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { withDeadline } from "../dependencies/deadline.ts";
 import type { SpanAttributes } from "../tracing/spans.ts";
-import type { AccessAttributes, UserAccessReview } from "../authz/ports.ts";
+import type { AccessAttributes, UserAccessReview } from "../ports/policy-ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
 import { KeyTags } from "../cache/key-tags.ts";
 import type { ChangeFeed } from "../cache/freshness.ts";

@@ -14,7 +14,7 @@ import {
   type ResponseContext,
 } from "#kubernetes-client";
 import { Agent, type Dispatcher } from "undici";
-import type { KnownClusters } from "../authz/ports.ts";
+import type { KnownClusters } from "../ports/policy-ports.ts";
 import { kubeApiEnvoyCluster, registeredEnvoyCluster } from "../authz/kube-api-upstream.ts";
 
 export interface ClusterConfig {

@@ -31,7 +31,7 @@
  *    AllowUnsafeMalformedObjectDeletion gate that honours it is on by default from v1.37: see
  *    docs/operations.md.
  */
-import type { AccessAttributes } from "../authz/ports.ts";
+import type { AccessAttributes } from "../ports/policy-ports.ts";
 import type { ResourceRequestInfo, RequestInfo } from "./request-info.ts";
 
 type ResourceAttributes = Extract<AccessAttributes, { kind: "resource" }>;

@@ -14,7 +14,7 @@ import { FLEET_LIST_SLOTS } from "../kube-fleet/list-slots.ts";
 import { type ContestedClaim, logContested, SoleClaims, watchKey } from "./sole-claims.ts";
 import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
-import type { Installation, InstallationLookup } from "../authz/ports.ts";
+import type { Installation, InstallationLookup } from "../ports/policy-ports.ts";
 
 export type { WatchedIndexOptions } from "./watched-index.ts";
 

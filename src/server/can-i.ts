@@ -11,7 +11,7 @@ import { intersectRuleSets, type RuleRequest, type RuleSet, rulesAllow } from ".
 import type { RulesReviews } from "../kube-calls/rules-review.ts";
 import { FORWARDED_ROOTS } from "../kube-reading/gateway-path.ts";
 import { pluginServiceAccount, type ServiceAccountRef, userServiceAccount } from "../kube-reading/service-accounts.ts";
-import type { ClusterViewCheck, Installation, KnownClusters, ServiceAccountTokens } from "../authz/ports.ts";
+import type { ClusterViewCheck, Installation, KnownClusters, ServiceAccountTokens } from "../ports/policy-ports.ts";
 import { pinnedSubject, type RevocationList, type RevocationScope } from "../authz/revocations.ts";
 
 export interface CanIPorts {

@@ -9,7 +9,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { isBeingDeleted } from "../authz/installation.ts";
-import type { InstallationLookup } from "../authz/ports.ts";
+import type { InstallationLookup } from "../ports/policy-ports.ts";
 import { pinnedSubject, type RevocationList } from "../authz/revocations.ts";
 import { publishRevoked } from "../metrics/events.ts";
 import { isUuid } from "../tokens/claim-formats.ts";

@@ -9,7 +9,7 @@ import { pluginAssets } from "../authz/policies/plugin-assets.ts";
 import { pluginProxy } from "../authz/policies/plugin-proxy.ts";
 import { publicRoutes } from "../authz/policies/public.ts";
 import type { Policy } from "../authz/policy.ts";
-import type { ClusterViewCheck } from "../authz/ports.ts";
+import type { ClusterViewCheck } from "../ports/policy-ports.ts";
 import { NO_REVOCATIONS, type RevocationList } from "../authz/revocations.ts";
 import type { KonfidenceConfig } from "../config/konfidence-schema.ts";
 import type { Config } from "../config/schema.ts";

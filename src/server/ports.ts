@@ -11,7 +11,7 @@ import type {
   KnownClusters,
   ServiceAccountTokens,
   UserAccessReview,
-} from "../authz/ports.ts";
+} from "../ports/policy-ports.ts";
 import type { RevocationList } from "../authz/revocations.ts";
 import { readSecret } from "../config/load.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";

@@ -16,7 +16,7 @@ import * as fc from "fast-check";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChecker } from "../../src/authz/check.ts";
-import type { AccessAttributes } from "../../src/authz/ports.ts";
+import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
 import { REASONS } from "../../src/authz/reasons.ts";
 import type { CheckRequestMessage } from "../../src/envoy/check-request.ts";
 import { type CheckResponseMessage, OVERWRITE_IF_EXISTS_OR_ADD } from "../../src/envoy/check-response.ts";

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Dispatcher } from "undici";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { AccessAttributes } from "../../src/authz/ports.ts";
+import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";
 import { TokenRequests } from "../../src/kube-calls/service-account-tokens.ts";
 import { SubjectAccessReviews } from "../../src/kube-calls/user-access-review.ts";

@@ -5,7 +5,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { AccessAttributes } from "../../src/authz/ports.ts";
+import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
 import { reviewFor, reviewKey } from "../../src/kube-calls/user-access-review.ts";
 
 const word = fc.constantFrom("", "a", "b", "get", "pods", "v1", "ns", "/version", "\"", "a\u0000", "ü", "a,b");

@@ -23,7 +23,7 @@ import fc from "fast-check";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChecker } from "../../src/authz/check.ts";
-import type { AccessAttributes } from "../../src/authz/ports.ts";
+import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
 import { fromCheckRequest, goQuery, type CheckRequestMessage } from "../../src/envoy/check-request.ts";
 import type { CheckResponseMessage } from "../../src/envoy/check-response.ts";
 import { kubePathOf, parseGatewayPath } from "../../src/kube-reading/gateway-path.ts";

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Watch } from "@kubernetes/client-node";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AccessAttributes } from "../../src/authz/ports.ts";
+import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
 import { CACHE_LAG_MARGIN_MS, STALL_GRACE_MS, WATCH_TIMEOUT_SECONDS } from "../../src/kube-watch/change-feed-watch.ts";
 import { ClusterChangeFeeds } from "../../src/kube-watch/cluster-change-feeds.ts";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";

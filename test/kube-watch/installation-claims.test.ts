@@ -9,7 +9,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type InstallationClaim, installationOf, InstallationStore } from "../../src/kube-watch/installation-index.ts";
 import type { ContestedClaim } from "../../src/kube-watch/sole-claims.ts";
-import type { Installation } from "../../src/authz/ports.ts";
+import type { Installation } from "../../src/ports/policy-ports.ts";
 import { PINNED_HASH } from "../support/tokens.ts";
 import { listedOnce, replay, watchEvents } from "../support/watch-events.ts";
 

@@ -27,7 +27,7 @@ import type {
   KnownClusters,
   ServiceAccountTokens,
   UserAccessReview,
-} from "../ports.ts";
+} from "../../ports/policy-ports.ts";
 import { prefetch } from "../started.ts";
 import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";

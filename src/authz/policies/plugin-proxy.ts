@@ -14,7 +14,7 @@ import { identifyFundamentCaller, type AcceptedCredentials } from "../fundament-
 import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
 import { trace, traceVerdict } from "../trace.ts";
-import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../ports.ts";
+import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../../ports/policy-ports.ts";
 import { installationDenial, installationVerdict } from "../installation.ts";
 import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";

@@ -1,7 +1,8 @@
 /**
  * What the policies ask of the outside world. Each port is implemented over a real system
  * (OpenFGA, kube-apiserver, an informer) with its own cache and deadline, and by fakes in tests.
- * A port that cannot answer throws DependencyUnavailable; it never guesses.
+ * A port that cannot answer throws DependencyUnavailable; it never guesses. Below both authz, which
+ * calls them, and the folders that implement them (fga, kube-*), so neither imports the other.
  */
 import type { SafeHeaderValue } from "../headers/mutations.ts";
 
