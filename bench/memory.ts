@@ -13,7 +13,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { getHeapStatistics } from "node:v8";
-import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
+import { kubeApiEnvoyCluster } from "../src/envoy/kube-api-upstream.ts";
 import type { AccessAttributes, MintedToken } from "../src/ports/policy-ports.ts";
 import { CachedLookup } from "../src/cache/cached-lookup.ts";
 import { authorizationClient } from "../src/envoy/protos.ts";

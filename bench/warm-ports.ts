@@ -6,7 +6,7 @@
  * nothing remote. A miss (the first request per key, before the warm-up pass) answers at once,
  * never over a network.
  */
-import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
+import { kubeApiEnvoyCluster } from "../src/envoy/kube-api-upstream.ts";
 import type { AccessAttributes, Installation, MintedToken } from "../src/ports/policy-ports.ts";
 import { CachedLookup } from "../src/cache/cached-lookup.ts";
 import { KeyTags } from "../src/cache/key-tags.ts";

@@ -42,12 +42,11 @@ const UPWARD = {
   "config -> server": "TLS files",
   "config -> authz": "route table",
   "config -> konfidence": "permissions, discovery URL, role bindings",
-  "envoy -> authz": "Decision → CheckResponse; the kube API upstream's names",
+  "envoy -> authz": "Decision → CheckResponse",
   "envoy -> kube-fleet": "cluster discovery's credentials",
   "envoy -> deploy": "cluster discovery's Envoy cluster",
   "envoy -> headers": "describe-response's redaction",
   "headers -> tokens": "credential headers",
-  "kube-fleet -> authz": "the kube API upstream's names",
   "kube-watch -> authz": "revocations",
   "metrics -> kube-fleet": "list slots",
 };

@@ -42,7 +42,7 @@ import { isIP } from "node:net";
 import { Document } from "yaml";
 import type { PolicyName } from "../authz/policy.ts";
 import { UPSTREAM_HEADERS } from "../authz/policies/plugin-proxy.ts";
-import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../authz/kube-api-upstream.ts";
+import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../envoy/kube-api-upstream.ts";
 import type { Config } from "../config/schema.ts";
 import { EXT_AUTHZ_MARGIN_MS, type EnvoyConfig } from "../config/envoy-schema.ts";
 import { buildRouteTable, type CorsPolicy, type PathMatch, type TableHost, type TableRoute } from "../authz/route-table.ts";

@@ -38,7 +38,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { ClusterCredentials } from "../kube-fleet/clusters.ts";
 import { kubeApiCluster } from "../deploy/envoy-config.ts";
-import { type RegisteredEndpoint, registeredEnvoyCluster } from "../authz/kube-api-upstream.ts";
+import { type RegisteredEndpoint, registeredEnvoyCluster } from "./kube-api-upstream.ts";
 import { decodeMessage, envoyRoot } from "./bootstrap.ts";
 import { protobufService, protoRoot } from "./protos.ts";
 

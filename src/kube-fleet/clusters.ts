@@ -15,7 +15,7 @@ import {
 } from "#kubernetes-client";
 import { Agent, type Dispatcher } from "undici";
 import type { KnownClusters } from "../ports/policy-ports.ts";
-import { kubeApiEnvoyCluster, registeredEnvoyCluster } from "../authz/kube-api-upstream.ts";
+import { kubeApiEnvoyCluster, registeredEnvoyCluster } from "../envoy/kube-api-upstream.ts";
 
 export interface ClusterConfig {
   readonly id: string;

@@ -14,7 +14,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { registeredEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
+import { registeredEnvoyCluster } from "../../src/envoy/kube-api-upstream.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { CLUSTER_TYPE_URL, ClusterDiscovery, clusterDiscoveryService } from "../../src/envoy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { CLUSTER_TYPE_URL, registeredClusterResource } from "../../src/envoy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
-import { registeredEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
+import { registeredEnvoyCluster } from "../../src/envoy/kube-api-upstream.ts";
 import type { Clusters } from "../../src/kube-fleet/clusters.ts";
 import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import pino from "pino";

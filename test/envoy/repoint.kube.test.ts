@@ -19,7 +19,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import pino from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { KUBE_API_CLUSTER_HEADER } from "../../src/authz/kube-api-upstream.ts";
+import { KUBE_API_CLUSTER_HEADER } from "../../src/envoy/kube-api-upstream.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
 import { CLUSTER_TYPE_URL } from "../../src/envoy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";

@@ -5,7 +5,7 @@
 import type { PluginRequestAudit } from "../../src/audit/plugin-request.ts";
 import type { PluginTokenReplayAudit } from "../../src/audit/plugin-token-replay.ts";
 import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
-import { kubeApiEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
+import { kubeApiEnvoyCluster } from "../../src/envoy/kube-api-upstream.ts";
 import type { AccessAttributes, Installation } from "../../src/ports/policy-ports.ts";
 import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/authz/revocations.ts";
 import { safeHeaderValue } from "../../src/headers/mutations.ts";

@@ -32,7 +32,7 @@ import { prefetch } from "../started.ts";
 import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { bearerCredential, mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
-import { KUBE_API_CLUSTER_HEADER } from "../kube-api-upstream.ts";
+import { KUBE_API_CLUSTER_HEADER } from "../../envoy/kube-api-upstream.ts";
 import { parseGatewayPath } from "../../kube-reading/gateway-path.ts";
 import type { RequestInfo } from "../../kube-reading/request-info.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube-reading/service-accounts.ts";
