@@ -47,7 +47,6 @@ const UPWARD = {
   "envoy -> deploy": "cluster discovery's Envoy cluster",
   "envoy -> headers": "describe-response's redaction",
   "headers -> tokens": "credential headers",
-  "kube-watch -> authz": "revocations",
   "metrics -> kube-fleet": "list slots",
 };
 

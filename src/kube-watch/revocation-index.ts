@@ -21,7 +21,7 @@ import {
   type RevocationSubject,
   REVOCATIONS,
   revocationOf,
-} from "../authz/revocations.ts";
+} from "./revocations.ts";
 
 type RevocationResource = RevocationObject & { readonly apiVersion?: string; readonly kind?: string };
 

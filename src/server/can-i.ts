@@ -12,7 +12,8 @@ import type { RulesReviews } from "../kube-calls/rules-review.ts";
 import { FORWARDED_ROOTS } from "../kube-reading/gateway-path.ts";
 import { pluginServiceAccount, type ServiceAccountRef, userServiceAccount } from "../kube-reading/service-accounts.ts";
 import type { ClusterViewCheck, Installation, KnownClusters, ServiceAccountTokens } from "../ports/policy-ports.ts";
-import { pinnedSubject, type RevocationList, type RevocationScope } from "../authz/revocations.ts";
+import { pinnedSubject } from "../authz/revocation-gate.ts";
+import type { RevocationList, RevocationScope } from "../kube-watch/revocations.ts";
 
 export interface CanIPorts {
   readonly clusters: KnownClusters;

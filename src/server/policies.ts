@@ -10,7 +10,7 @@ import { pluginProxy } from "../authz/policies/plugin-proxy.ts";
 import { publicRoutes } from "../authz/policies/public.ts";
 import type { Policy } from "../authz/policy.ts";
 import type { ClusterViewCheck } from "../ports/policy-ports.ts";
-import { NO_REVOCATIONS, type RevocationList } from "../authz/revocations.ts";
+import { NO_REVOCATIONS, type RevocationList } from "../kube-watch/revocations.ts";
 import type { KonfidenceConfig } from "../config/konfidence-schema.ts";
 import type { Config } from "../config/schema.ts";
 import { compilePermissions, compileRoutes, type PermissionMatrix, type RouteSpec } from "../konfidence/permissions.ts";

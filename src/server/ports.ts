@@ -12,7 +12,7 @@ import type {
   ServiceAccountTokens,
   UserAccessReview,
 } from "../ports/policy-ports.ts";
-import type { RevocationList } from "../authz/revocations.ts";
+import type { RevocationList } from "../kube-watch/revocations.ts";
 import { readSecret } from "../config/load.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
 import { ClusterDiscovery } from "../envoy/cluster-discovery.ts";

@@ -27,7 +27,7 @@ import {
 } from "@kubernetes/client-node";
 import type { OpenFgaClient } from "@openfga/sdk";
 import { Agent, fetch as undiciFetch } from "undici";
-import { REVOCATIONS } from "../../src/authz/revocations.ts";
+import { REVOCATIONS } from "../../src/kube-watch/revocations.ts";
 import { revocationObject } from "../../src/cli/revoke.ts";
 import { authorizationClient, type AuthorizationClient } from "../../src/envoy/protos.ts";
 import { applyManifests, kubeConfig, startKubeApiserver, startOpenFGA, type KubeApiserver, type OpenFGA } from "../harness/index.ts";

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RevocationSubject } from "../../src/authz/revocations.ts";
+import type { RevocationSubject } from "../../src/kube-watch/revocations.ts";
 import { ProjectIndex } from "../../src/konfidence/project-index.ts";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";
 import { InstallationIndex } from "../../src/kube-watch/installation-index.ts";

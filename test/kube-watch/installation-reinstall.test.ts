@@ -12,7 +12,7 @@ import pino from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";
 import { InstallationIndex } from "../../src/kube-watch/installation-index.ts";
-import { NO_REVOCATIONS } from "../../src/authz/revocations.ts";
+import { NO_REVOCATIONS } from "../../src/kube-watch/revocations.ts";
 import { installationServiceHandlers } from "../../src/server/installation-service.ts";
 import { PINNED_HASH } from "../support/tokens.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";

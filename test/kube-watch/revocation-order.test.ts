@@ -8,7 +8,7 @@
 import fc from "fast-check";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { covers, type RevocationSubject, revocationOf } from "../../src/authz/revocations.ts";
+import { covers, type RevocationSubject, revocationOf } from "../../src/kube-watch/revocations.ts";
 import { RevocationStore } from "../../src/kube-watch/revocation-index.ts";
 import { ids, PINNED_HASH } from "../support/tokens.ts";
 import { listedOnce, replay, watchEvents } from "../support/watch-events.ts";

@@ -7,7 +7,7 @@ import type { PluginTokenReplayAudit } from "../../src/audit/plugin-token-replay
 import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { kubeApiEnvoyCluster } from "../../src/envoy/kube-api-upstream.ts";
 import type { AccessAttributes, Installation } from "../../src/ports/policy-ports.ts";
-import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/authz/revocations.ts";
+import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/kube-watch/revocations.ts";
 import { safeHeaderValue } from "../../src/headers/mutations.ts";
 import type { PolicyPorts } from "../../src/server/ports.ts";
 import { ids, PINNED_HASH } from "./tokens.ts";

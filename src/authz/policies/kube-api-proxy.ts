@@ -37,7 +37,8 @@ import { parseGatewayPath } from "../../kube-reading/gateway-path.ts";
 import type { RequestInfo } from "../../kube-reading/request-info.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube-reading/service-accounts.ts";
 import { installationDenial, type InstallationVerdict, installationVerdict } from "../installation.ts";
-import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
+import { revokedDenial, tokenSubject } from "../revocation-gate.ts";
+import type { RevocationList } from "../../kube-watch/revocations.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface KubeApiProxyDeps {

@@ -7,16 +7,11 @@
  *    of cert-manager-ui 0.9.0 everywhere");
  *  - a user, by id (every plugin acting for that user).
  * Entries come from `Revocation` objects (portcullis.fundament.io/v1alpha1, cluster-scoped) on the
- * cluster named by `revocations` (src/kube-watch/revocation-index.ts). This file is the decision part:
- * reading one object, matching a request against the entries, and the gate the policies run.
+ * cluster named by `revocations` (revocation-index.ts). This file reads one object and matches a
+ * request against the entries; the gate the policies run is src/authz/revocation-gate.ts.
  */
-import { type Deny, deny } from "./decision.ts";
-import type { Installation } from "../ports/policy-ports.ts";
-import { traceVerdict } from "./trace.ts";
-import { watchKey } from "../kube-watch/sole-claims.ts";
-import { publishRevoked } from "../metrics/events.ts";
+import { watchKey } from "./sole-claims.ts";
 import { isDnsLabel, isPinnedHash, isPluginVersion, isUuid } from "../tokens/claim-formats.ts";
-import type { PluginClaims } from "../tokens/fundament.ts";
 
 export const REVOCATIONS = { group: "portcullis.fundament.io", version: "v1alpha1", plural: "revocations" } as const;
 
@@ -156,38 +151,4 @@ export class RevocationSet {
     }
     return matched;
   }
-}
-
-/** A PluginToken's request: the token's own claims, as minted. */
-export function tokenSubject(claims: PluginClaims): RevocationSubject {
-  return {
-    installationId: claims.installationId,
-    pluginName: claims.pluginName,
-    pluginVersion: claims.pluginVersion,
-    definitionHash: claims.definitionHash,
-    userId: claims.sub,
-  };
-}
-
-/** The installation as it is pinned now (a re-pin may have moved it onto a revoked version since the mint). */
-export function pinnedSubject(installation: Installation, userId?: string): RevocationSubject {
-  return {
-    installationId: installation.uid,
-    pluginName: installation.pluginName,
-    pluginVersion: installation.pluginVersion,
-    definitionHash: installation.definitionHash,
-    ...(userId === undefined ? {} : { userId }),
-  };
-}
-
-/**
- * The revocation gate: a 403 `revoked` when an entry covers the subject, counted by the kind of
- * entry. The caller is not told which entry (its name may name the incident). Throws
- * DependencyUnavailable while the list is not synced: a 503, never an allow.
- */
-export function revokedDenial(list: RevocationList, subject: RevocationSubject, policy: string, gate: "revocation" | "revocation-pinned"): Deny | undefined {
-  const entry = list.revoked(subject);
-  if (traceVerdict(gate, entry === undefined)) return undefined;
-  publishRevoked(policy, entry!.target.scope);
-  return deny("revoked", "access through this plugin has been revoked");
 }

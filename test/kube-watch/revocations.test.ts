@@ -3,7 +3,7 @@
  * cluster where the CRD was installed without it) and matching a request against the entries.
  */
 import { describe, expect, it } from "vitest";
-import { covers, type RevocationSubject, type RevocationTarget, revocationOf, RevocationSet } from "../../src/authz/revocations.ts";
+import { covers, type RevocationSubject, type RevocationTarget, revocationOf, RevocationSet } from "../../src/kube-watch/revocations.ts";
 import { revocationName, revocationObject, targetOf } from "../../src/cli/revoke.ts";
 import { ids, PINNED_HASH } from "../support/tokens.ts";
 
