@@ -43,8 +43,6 @@ const UPWARD = {
   "config -> authz": "route table",
   "config -> konfidence": "permissions, discovery URL, role bindings",
   "envoy -> authz": "Decision → CheckResponse",
-  "envoy -> kube-fleet": "cluster discovery's credentials",
-  "envoy -> deploy": "cluster discovery's Envoy cluster",
   "envoy -> headers": "describe-response's redaction",
   "headers -> tokens": "credential headers",
   "metrics -> kube-fleet": "list slots",

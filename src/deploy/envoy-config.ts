@@ -142,7 +142,7 @@ export function envoyBootstrap(config: Config): Record<string, unknown> {
 
 /**
  * The registered clusters' upstreams come from portcullis's Cluster Discovery Service
- * (envoy/cluster-discovery.ts), State of the World over the connection Envoy already has to
+ * (deploy/cluster-discovery.ts), State of the World over the connection Envoy already has to
  * portcullis (the ext_authz port, cluster `portcullis`: HTTP/2, TLS when listen.tls is set).
  */
 function clusterDiscovery(): Record<string, unknown> {
@@ -550,7 +550,7 @@ export interface KubeApiUpstream {
 
 /**
  * The Envoy cluster of one Kubernetes cluster's API server: a static `envoy.clusters` entry here,
- * a registered cluster in portcullis's CDS (envoy/cluster-discovery.ts). Pure. Never a credential:
+ * a registered cluster in portcullis's CDS (deploy/cluster-discovery.ts). Pure. Never a credential:
  * Envoy forwards the ServiceAccount token portcullis put in Authorization.
  */
 export function kubeApiCluster(name: string, upstream: KubeApiUpstream): Record<string, unknown> {

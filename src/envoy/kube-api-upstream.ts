@@ -1,7 +1,7 @@
 /**
  * How kube-api-proxy names the upstream of a cluster to Envoy. Static `envoy.clusters` have a route
  * of their own; a registered cluster (kube-watch/cluster-registry.ts) has only an Envoy cluster, served
- * by CDS (envoy/cluster-discovery.ts), and one shared route that sends the request to the Envoy
+ * by CDS (deploy/cluster-discovery.ts), and one shared route that sends the request to the Envoy
  * cluster this header names. portcullis sets it on every kube-api-proxy allow, overwriting what the
  * client sent (an `x-fundament-` header: hygiene removes a client's copy on every allow), so the
  * client can never choose the upstream; a denial routes nothing.

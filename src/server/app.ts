@@ -14,7 +14,7 @@ import { buildRouteTable } from "../authz/route-table.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { checkService, healthService } from "../envoy/protos.ts";
-import { ClusterDiscovery, clusterDiscoveryService } from "../envoy/cluster-discovery.ts";
+import { ClusterDiscovery, clusterDiscoveryService } from "../deploy/cluster-discovery.ts";
 import { startIdleGc } from "./idle-gc.ts";
 import { createMetrics } from "../metrics/prometheus.ts";
 import { type AdminOptions, createAdminServer } from "./admin.ts";
@@ -81,7 +81,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const grpcServer = withCallMetrics(new grpc.Server());
   grpcServer.addService(checkService(), { Check: checkHandler(check, checks) });
   grpcServer.addService(healthService(), health.handlers());
-  // On the ext_authz port: Envoy's cds_config uses the connection it already has to portcullis (envoy/cluster-discovery.ts).
+  // On the ext_authz port: Envoy's cds_config uses the connection it already has to portcullis (deploy/cluster-discovery.ts).
   const clusterDiscovery = runtime.clusterDiscovery ?? new ClusterDiscovery({ envoyCaFile: ENVOY_IMAGE_CA_FILE, logger });
   grpcServer.addService(clusterDiscoveryService(), clusterDiscovery.handlers());
   const tls = await listenerCredentials(config.listen.tls, logger);

@@ -2,7 +2,7 @@
  * What registering, changing and removing a cluster does to the ports (wiring for
  * kube-watch/cluster-registry.ts). Each step touches that one cluster only: its pool, its
  * PluginInstallation watch, its RBAC and ServiceAccount change feeds, its cached reviews, tokens and readiness answers, its Envoy
- * upstream (served by CDS, envoy/cluster-discovery.ts), and, for Konfidence's cluster, its Project watch.
+ * upstream (served by CDS, deploy/cluster-discovery.ts), and, for Konfidence's cluster, its Project watch.
  */
 import { type Clusters, connectCluster, type ClusterCredentials } from "../kube-fleet/clusters.ts";
 import type { ClusterFleet } from "../kube-watch/cluster-registry.ts";

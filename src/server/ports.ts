@@ -15,7 +15,7 @@ import type {
 import type { RevocationList } from "../kube-watch/revocations.ts";
 import { readSecret } from "../config/load.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
-import { ClusterDiscovery } from "../envoy/cluster-discovery.ts";
+import { ClusterDiscovery } from "../deploy/cluster-discovery.ts";
 import { OpenFgaCanView } from "../fga/can-view.ts";
 import { storeRef } from "../fga/store.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";

@@ -21,7 +21,7 @@ import pino from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { KUBE_API_CLUSTER_HEADER } from "../../src/envoy/kube-api-upstream.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
-import { CLUSTER_TYPE_URL } from "../../src/envoy/cluster-discovery.ts";
+import { CLUSTER_TYPE_URL } from "../../src/deploy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { rawRequest, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";

@@ -2,7 +2,7 @@
  * portcullis's CDS as Envoy speaks it incrementally (DeltaClusters) and in State of the World
  * (StreamClusters), on a real gRPC server with real gRPC clients (grpc-js + proto-loader over the
  * vendored protos). The registered clusters are put and removed by hand (the registry's side is
- * test/envoy/cluster-discovery.kube.test.ts). Every resource received is decoded strictly into
+ * test/deploy/cluster-discovery.kube.test.ts). Every resource received is decoded strictly into
  * Envoy's Cluster. Delta: the first response holds everything (or what the client lacks of the
  * versions it says it holds), each later one only what changed — added or changed resources, and
  * removed names — per stream, with nonces; ACK, NACK and explicit subscriptions. A re-pointed
@@ -16,7 +16,7 @@ import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { registeredEnvoyCluster } from "../../src/envoy/kube-api-upstream.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
-import { CLUSTER_TYPE_URL, ClusterDiscovery, clusterDiscoveryService } from "../../src/envoy/cluster-discovery.ts";
+import { CLUSTER_TYPE_URL, ClusterDiscovery, clusterDiscoveryService } from "../../src/deploy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 import type { ClusterCredentials } from "../../src/kube-fleet/clusters.ts";
 

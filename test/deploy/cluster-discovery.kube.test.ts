@@ -11,7 +11,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
-import { CLUSTER_TYPE_URL, registeredClusterResource } from "../../src/envoy/cluster-discovery.ts";
+import { CLUSTER_TYPE_URL, registeredClusterResource } from "../../src/deploy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 import { registeredEnvoyCluster } from "../../src/envoy/kube-api-upstream.ts";
 import type { Clusters } from "../../src/kube-fleet/clusters.ts";

@@ -37,10 +37,10 @@ import { createHash } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { ClusterCredentials } from "../kube-fleet/clusters.ts";
-import { kubeApiCluster } from "../deploy/envoy-config.ts";
-import { type RegisteredEndpoint, registeredEnvoyCluster } from "./kube-api-upstream.ts";
-import { decodeMessage, envoyRoot } from "./bootstrap.ts";
-import { protobufService, protoRoot } from "./protos.ts";
+import { kubeApiCluster } from "./envoy-config.ts";
+import { type RegisteredEndpoint, registeredEnvoyCluster } from "../envoy/kube-api-upstream.ts";
+import { decodeMessage, envoyRoot } from "../envoy/bootstrap.ts";
+import { protobufService, protoRoot } from "../envoy/protos.ts";
 
 export const CLUSTER_TYPE_URL = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const CLUSTER_TYPE = "envoy.config.cluster.v3.Cluster";

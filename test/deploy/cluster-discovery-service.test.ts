@@ -9,7 +9,7 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { describe, expect, it } from "vitest";
-import { CLUSTER_TYPE_URL, clusterDiscoveryService } from "../../src/envoy/cluster-discovery.ts";
+import { CLUSTER_TYPE_URL, clusterDiscoveryService } from "../../src/deploy/cluster-discovery.ts";
 import { LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 
 const server = clusterDiscoveryService();
