@@ -8,9 +8,6 @@
  * name, at most a DNS subdomain (253), the longest any built-in or custom resource accepts in
  * practice; an API group is a DNS subdomain (253); a version, a resource and a subresource are
  * DNS labels (63: CRD plurals are validated as such, built-in ones are far shorter).
- *
- * Also which name a path segment may hold (k8s.io/apimachinery/pkg/api/validation/path), as
- * RequestInfo asks of the name a fieldSelector gives a list.
  */
 import type { RequestInfo } from "./request-info.ts";
 
@@ -35,15 +32,4 @@ export function oversizedField(info: RequestInfo): string | undefined {
     if (info[field].length > max) return `${field} longer than ${max} characters`;
   }
   return undefined;
-}
-
-/** path.NameMayNotBe: names from a fieldSelector that are not taken as the request's name. */
-const NAME_MAY_NOT_BE: ReadonlySet<string> = new Set([".", ".."]);
-/** path.NameMayNotContain. */
-const NAME_MAY_NOT_CONTAIN: readonly string[] = ["/", "%"];
-
-/** path.IsValidPathSegmentName reports no error. */
-export function isValidPathSegmentName(name: string): boolean {
-  if (NAME_MAY_NOT_BE.has(name)) return false;
-  return !NAME_MAY_NOT_CONTAIN.some((illegal) => name.includes(illegal));
 }

@@ -54,7 +54,7 @@
  */
 
 import { decodeListOptions, fallbackWatch } from "./list-options.ts";
-import { isValidPathSegmentName } from "./object-names.ts";
+import { isValidPathSegmentName } from "./path-segment-names.ts";
 
 export interface KubeHttpRequest {
   /** HTTP method, as sent (kube compares it case-sensitively: "get" is not GET). */
