@@ -7,7 +7,8 @@
  */
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
-import { type AuditTrail, auditRecordOf, emptyAuditTrail, writeAudit } from "../audit/trail.ts";
+import { writeAudit } from "../audit/record.ts";
+import { type AuditTrail, auditRecordOf, emptyAuditTrail } from "./audit-trail.ts";
 import { type Decision, deny } from "./decision.ts";
 import { CheckDeadlines } from "./check-deadline.ts";
 import { denialFor } from "./error-denials.ts";

@@ -2,7 +2,7 @@
  * A policy decides one request for one kind of route. Envoy names the policy per route in
  * `check_settings.context_extensions.policy`.
  */
-import type { AuditTrail } from "../audit/trail.ts";
+import type { AuditTrail } from "./audit-trail.ts";
 import type { BodyShape, Decision, Deny } from "./decision.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
 

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Decision } from "../../src/authz/decision.ts";
-import { emptyAuditTrail } from "../../src/audit/trail.ts";
+import { emptyAuditTrail } from "../../src/authz/audit-trail.ts";
 import { konfidenceApi } from "../../src/authz/policies/konfidence-api.ts";
 import type { HttpRequest } from "../../src/envoy/check-request.ts";
 import { compilePermissions, compileRoutes, DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence/permissions.ts";

@@ -13,7 +13,7 @@
  * carrier the request's form does not read (the cookie on a proxy subresource, an Origin the
  * Console does not have), is audited with the denial the request gets.
  */
-import type { AuditTrail } from "../../audit/trail.ts";
+import type { AuditTrail } from "../audit-trail.ts";
 import { allow, type Decision, deny, type Deny } from "../decision.ts";
 import { carriedPluginToken, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";

@@ -5,13 +5,12 @@
  * writes it once, to the sink chosen for that request (POST /explain's marks its lines). So a gate
  * that returns early, throws or outlives the deadline can neither skip the line nor write a second.
  */
-import type { Decision } from "../authz/decision.ts";
+import type { Decision } from "./decision.ts";
 import type { RequestInfo } from "../kube-reading/request-info.ts";
 import type { PluginClaims } from "../tokens/fundament.ts";
-import { type AuditSink, decisionLabel, type PluginRequestAudit } from "./plugin-request.ts";
-import type { PluginTokenReplayAudit } from "./plugin-token-replay.ts";
-
-export type AuditRecord = PluginRequestAudit | PluginTokenReplayAudit;
+import type { PluginRequestAudit } from "../audit/plugin-request.ts";
+import type { PluginTokenReplayAudit } from "../audit/plugin-token-replay.ts";
+import type { AuditRecord } from "../audit/record.ts";
 
 export interface AuditTrail {
   /** kube-api-proxy: the PluginToken the request carries, in any carrier. Set, the request is audited on every outcome. */
@@ -56,7 +55,6 @@ export function auditRecordOf(trail: AuditTrail, decision: Decision, requestId: 
   };
 }
 
-export function writeAudit(sink: AuditSink, record: AuditRecord): void {
-  if (record.audit === "plugin_request") sink.pluginRequest(record);
-  else sink.pluginTokenReplay(record);
+function decisionLabel(decision: Decision): string {
+  return decision.kind === "allow" ? "allowed" : `denied:${decision.reason}`;
 }
