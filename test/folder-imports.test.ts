@@ -19,8 +19,8 @@ const LAYERS = [
   "tracing",
   "dependencies",
   "cache",
-  "headers",
   "tokens",
+  "headers",
   "ports",
   "kube-reading",
   "kube-fleet",
@@ -40,8 +40,6 @@ const UPWARD = {
   "config -> authz": "route table",
   "config -> konfidence": "permissions, discovery URL, role bindings",
   "envoy -> authz": "Decision → CheckResponse",
-  "envoy -> headers": "describe-response's redaction",
-  "headers -> tokens": "credential headers",
   "metrics -> kube-fleet": "list slots",
 };
 

@@ -4,7 +4,7 @@
  * gRPC client decodes (enum names instead of numbers).
  */
 import { redactHeaders } from "../headers/redact.ts";
-import { externalAuthRoot } from "./protos.ts";
+import { externalAuthRoot } from "../envoy/protos.ts";
 
 interface HeaderOption {
   header?: { key?: string; value?: string };
