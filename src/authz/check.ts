@@ -17,7 +17,7 @@ import type { Policy } from "./policy.ts";
 import { requestRouter, type RoutedRequest } from "./request-mode.ts";
 import type { RouteTable } from "./route-table.ts";
 import { type CheckRequestMessage, fromCheckRequest, type HttpRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
-import { type CheckResponseMessage, directResponse, toCheckResponse, withResponseHeaders } from "../envoy/check-response.ts";
+import { type CheckResponseMessage, directResponse, toCheckResponse, withResponseHeaders } from "./check-response.ts";
 import { publishDecision } from "../metrics/events.ts";
 
 export interface CheckerOptions {

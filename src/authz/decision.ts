@@ -1,6 +1,6 @@
 /**
  * A Decision is plain data: what portcullis answers for one request. It is turned into Envoy's
- * CheckResponse in exactly one place (src/envoy/check-response.ts). Its audit record is attached by
+ * CheckResponse in exactly one place (src/authz/check-response.ts). Its audit record is attached by
  * check() from the request's audit trail (src/authz/audit-trail.ts) once the decision is final.
  */
 import type { AuditRecord } from "../audit/record.ts";

@@ -10,6 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
 import { type AuditedCheck, createAuditedCheck } from "../authz/check.ts";
+import type { CheckResponseMessage } from "../authz/check-response.ts";
 import { buildRouteTable } from "../authz/route-table.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
@@ -180,7 +181,7 @@ export interface CheckActivity {
 }
 
 /** The ext_authz Check method: `check`'s answer to the caller; counted in `activity` while it runs. */
-export function checkHandler(check: TracedCheck, activity: CheckActivity): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
+export function checkHandler(check: TracedCheck<CheckResponseMessage>, activity: CheckActivity): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
   return (call, callback) => {
     activity.inFlight++;
     activity.started++;

@@ -3,8 +3,8 @@
  * every response carries an explicit `status`, every denial `x-portcullis-reason`. The message is
  * encoded as built (protos.ts checkService): field names and types exactly the proto's.
  */
-import type { BodyShape, Decision, Deny } from "../authz/decision.ts";
-import { GrpcCode, REASONS } from "../authz/reasons.ts";
+import type { BodyShape, Decision, Deny } from "./decision.ts";
+import { GrpcCode, REASONS } from "./reasons.ts";
 
 /**
  * envoy.config.core.v3.HeaderValueOption.HeaderAppendAction OVERWRITE_IF_EXISTS_OR_ADD: replace
