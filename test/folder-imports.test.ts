@@ -39,7 +39,6 @@ const UPWARD = {
   "config -> server": "TLS files",
   "config -> authz": "route table",
   "config -> konfidence": "permissions, discovery URL, role bindings",
-  "metrics -> kube-fleet": "list slots",
 };
 
 /** The circles between files left (issue 53). */

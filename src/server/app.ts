@@ -17,7 +17,7 @@ import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { checkService, healthService } from "../envoy/protos.ts";
 import { ClusterDiscovery, clusterDiscoveryService } from "../deploy/cluster-discovery.ts";
 import { startIdleGc } from "./idle-gc.ts";
-import { createMetrics } from "../metrics/prometheus.ts";
+import { createMetrics } from "./prometheus.ts";
 import { type AdminOptions, createAdminServer } from "./admin.ts";
 import { createExplainer, type Explainer } from "./explain.ts";
 import { createCanI } from "./can-i.ts";

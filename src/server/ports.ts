@@ -28,7 +28,7 @@ import { RevocationIndex } from "../kube-watch/revocation-index.ts";
 import { type RulesReviews, SelfSubjectRulesReviews } from "../kube-calls/rules-review.ts";
 import { TokenRequests } from "../kube-calls/service-account-tokens.ts";
 import { SubjectAccessReviews } from "../kube-calls/user-access-review.ts";
-import type { FleetState, IndexSizes } from "../metrics/prometheus.ts";
+import type { FleetState, IndexSizes } from "./prometheus.ts";
 import { clusterFleet } from "./cluster-fleet.ts";
 import { connectKonfidence } from "./konfidence-ports.ts";
 import type { DependencyState } from "./readiness.ts";

@@ -12,7 +12,7 @@ import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";
 import { InstallationIndex } from "../../src/kube-watch/installation-index.ts";
 import { FLEET_LIST_SLOTS, ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../../src/kube-fleet/list-slots.ts";
-import { createMetrics } from "../../src/metrics/prometheus.ts";
+import { createMetrics } from "../../src/server/prometheus.ts";
 import { ids, PINNED_HASH } from "../support/tokens.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
 import { until } from "../support/wire-fakes/wired.ts";

@@ -22,7 +22,7 @@ import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { ClusterRegistry, type ClusterFleet } from "../../src/kube-watch/cluster-registry.ts";
 import { type ClusterCredentials, Clusters } from "../../src/kube-fleet/clusters.ts";
 import type { InstallationIndex } from "../../src/kube-watch/installation-index.ts";
-import { createMetrics } from "../../src/metrics/prometheus.ts";
+import { createMetrics } from "../../src/server/prometheus.ts";
 import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { processReadiness } from "../../src/server/readiness.ts";
 import { applyManifests, type KubeApiserver, rawRequest, startKubeApiserver } from "../harness/index.ts";

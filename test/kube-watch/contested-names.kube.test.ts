@@ -20,7 +20,7 @@ import { ProjectIndex } from "../../src/konfidence/project-index.ts";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";
 import { InstallationIndex } from "../../src/kube-watch/installation-index.ts";
 import { RevocationIndex } from "../../src/kube-watch/revocation-index.ts";
-import { createMetrics } from "../../src/metrics/prometheus.ts";
+import { createMetrics } from "../../src/server/prometheus.ts";
 import { CRD_FILES, REVOCATION_CRD } from "../e2e/fundament-world.ts";
 import { applyManifests, type KubeApiserver, rawRequest, startKubeApiserver } from "../harness/index.ts";
 import { ids, PINNED_HASH } from "../support/tokens.ts";

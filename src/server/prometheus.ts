@@ -9,7 +9,6 @@
  * its aggregator ("min" for synced, "max" for what every worker holds alike).
  */
 import { subscribe } from "node:diagnostics_channel";
-import { createRequire } from "node:module";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type {
   CacheInvalidation,
@@ -23,10 +22,12 @@ import type {
   ProviderFetchRefused,
   RevokedRequest,
   TokenVerified,
-} from "./events.ts";
+} from "../metrics/events.ts";
 
-import type { GrpcCallHandled } from "./grpc-server.ts";
+import type { GrpcCallHandled } from "../metrics/grpc-server.ts";
 import { FLEET_LIST_SLOTS, type ListSlots, MAX_CONCURRENT_FLEET_LISTS } from "../kube-fleet/list-slots.ts";
+import type { FeedState } from "../cache/freshness.ts";
+import { BUILD } from "../metrics/build-info.ts";
 
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
@@ -71,26 +72,6 @@ export const DEPENDENCIES = [
   "oidc-provider",
   "authn-api-jwks",
 ] as const;
-
-/** What the build-info metric reports: package.json's version, and the Node version running it. */
-export const BUILD = {
-  version: (createRequire(import.meta.url)("../../package.json") as { version: string }).version,
-  node: process.version,
-};
-
-/** An event source's state for one scope (src/cache/freshness.ts, issue 45). */
-export interface FeedState {
-  /** The source: `kube-rbac`, `kube-serviceaccounts`, `openfga-changes`. */
-  readonly source: string;
-  /** The cluster id or the OpenFGA store id. */
-  readonly scope: string;
-  /** Whether it keeps its scope's answers fresh now (synced and caught up). */
-  readonly synced: boolean;
-  /** Seconds since the time up to which every change has been applied; absent while not synced. */
-  readonly lagSeconds?: number;
-  /** Why it is not synced (an error's message, never a credential). */
-  readonly detail?: string;
-}
 
 /** What the metrics read from the ports at scrape time. */
 export interface MetricSources {
