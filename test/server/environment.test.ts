@@ -1,5 +1,5 @@
 /**
- * The start checks a file alone cannot decide (src/config/environment.ts), table by table: secrets,
+ * The start checks a file alone cannot decide (src/server/environment.ts), table by table: secrets,
  * files, kubeconfigs and their contexts, in-cluster credentials. Each row names the field and says
  * what is expected; a secret's value never appears.
  */
@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { environmentIssues } from "../../src/config/environment.ts";
+import { environmentIssues } from "../../src/server/environment.ts";
 import { configSchema } from "../../src/config/schema.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "portcullis-environment-"));

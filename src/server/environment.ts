@@ -2,13 +2,14 @@
  * The checks a configuration file alone cannot decide: what the process will read at start. Secrets
  * present (HS256 ones at least 32 bytes), files readable, kubeconfigs readable with the named
  * context, in-cluster credentials present. `validate-config` and the server run these same checks
- * (load.ts's `loadConfigForStart`), before any watch, timer or listener exists.
+ * (`loadConfigForStart` below), before any watch, timer or listener exists. They read what the
+ * server will (TLS files with its own loader, kubeconfigs), so they live with it, not the schema.
  */
 import { accessSync, constants, readFileSync } from "node:fs";
 import { KubeConfig } from "#kubernetes-client";
-import { checkTlsFiles, TlsConfigError } from "../server/tls.ts";
-import { ConfigError, readSecret } from "./load.ts";
-import type { Config } from "./schema.ts";
+import { checkTlsFiles, TlsConfigError } from "./tls.ts";
+import { ConfigError, loadConfig, readSecret } from "../config/load.ts";
+import type { Config } from "../config/schema.ts";
 
 /** RFC 7518 §3.2: an HS256 key is at least as long as the hash, 256 bits. */
 export const MIN_HS256_SECRET_BYTES = 32;
@@ -132,4 +133,14 @@ function kubeconfigProblem(cluster: { kubeconfig?: string | undefined; context?:
     if (missing !== undefined) return `kubeconfig: ${path}'s ${what}: ${missing}`;
   }
   return undefined;
+}
+
+/**
+ * The one validator behind `validate-config` and the server's start: the file (schema, formats,
+ * ranges), then what the process will read (the checks above). Nothing has started when it throws.
+ */
+export async function loadConfigForStart(path: string, env: NodeJS.ProcessEnv = process.env): Promise<Config> {
+  const config = loadConfig(path);
+  assertEnvironment(config, path, env);
+  return config;
 }
