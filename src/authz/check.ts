@@ -15,7 +15,7 @@ import { denialFor } from "./error-denials.ts";
 import { errorSummary } from "../redaction/error-cause.ts";
 import type { Policy } from "./policy.ts";
 import { requestRouter, type RoutedRequest } from "./request-mode.ts";
-import type { RouteTable } from "./route-table.ts";
+import type { RouteTable } from "../config/route-table.ts";
 import { type CheckRequestMessage, fromCheckRequest, type HttpRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
 import { type CheckResponseMessage, directResponse, toCheckResponse, withResponseHeaders } from "./check-response.ts";
 import { publishDecision } from "../metrics/events.ts";

@@ -40,12 +40,12 @@
  */
 import { isIP } from "node:net";
 import { Document } from "yaml";
-import type { PolicyName } from "../authz/policy.ts";
+import type { PolicyName } from "../config/policy-names.ts";
 import { UPSTREAM_HEADERS } from "../authz/policies/plugin-proxy.ts";
 import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../envoy/kube-api-upstream.ts";
 import type { Config } from "../config/schema.ts";
 import { EXT_AUTHZ_MARGIN_MS, type EnvoyConfig } from "../config/envoy-schema.ts";
-import { buildRouteTable, type CorsPolicy, type PathMatch, type TableHost, type TableRoute } from "../authz/route-table.ts";
+import { buildRouteTable, type CorsPolicy, type PathMatch, type TableHost, type TableRoute } from "../config/route-table.ts";
 
 const T = "type.googleapis.com/";
 const FILTER = {
@@ -235,10 +235,10 @@ function extAuthzFilter(config: Config): Record<string, unknown> {
 }
 
 /**
- * One virtual host of the route table (src/authz/route-table.ts): its CORS policy and, per table
+ * One virtual host of the route table (src/config/route-table.ts): its CORS policy and, per table
  * route, the Envoy routes that serve it. Every Envoy route built for a table route matches only
  * paths that route matches and names its policy and service, so Envoy and the checker's request
- * mode choose the same policy (test/authz/route-table.envoy-oracle.test.ts).
+ * mode choose the same policy (test/config/route-table.envoy-oracle.test.ts).
  */
 function virtualHost(envoy: EnvoyConfig, host: TableHost): Record<string, unknown> {
   return {

@@ -11,7 +11,7 @@ import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
 import { type AuditedCheck, createAuditedCheck } from "../authz/check.ts";
 import type { CheckResponseMessage } from "../authz/check-response.ts";
-import { buildRouteTable } from "../authz/route-table.ts";
+import { buildRouteTable } from "../config/route-table.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { checkService, healthService } from "../envoy/protos.ts";

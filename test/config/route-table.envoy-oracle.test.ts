@@ -29,7 +29,7 @@ import type protobuf from "protobufjs";
 import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { requestRouter, unsafePath } from "../../src/authz/request-mode.ts";
-import { buildRouteTable, type CorsPolicy, type RouteTable, routeFinder } from "../../src/authz/route-table.ts";
+import { buildRouteTable, type CorsPolicy, type RouteTable, routeFinder } from "../../src/config/route-table.ts";
 import { loadConfig, parseConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/schema.ts";
 import { renderEnvoyYaml } from "../../src/deploy/envoy-config.ts";

@@ -1,5 +1,5 @@
 /**
- * The route table (src/authz/route-table.ts): (authority, path) → (policy, service) for the hosts
+ * The route table (src/config/route-table.ts): (authority, path) → (policy, service) for the hosts
  * and paths a request can carry, and the tables it refuses because first-match order would decide.
  * Envoy agreement over the generated bootstrap is route-table.envoy-oracle.test.ts's.
  */
@@ -17,7 +17,7 @@ import {
   sharedPath,
   type TableHost,
   type TableRoute,
-} from "../../src/authz/route-table.ts";
+} from "../../src/config/route-table.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const C1 = "0e6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";

@@ -6,7 +6,7 @@
  * CUSTOM ext_authz provider) the checker chooses the policy from it: the two cannot disagree.
  * Pure: no I/O, the same configuration always gives the same table.
  *
- * Semantics, exactly Envoy's for the matchers used (test/authz/route-table.envoy-oracle.test.ts
+ * Semantics, exactly Envoy's for the matchers used (test/config/route-table.envoy-oracle.test.ts
  * holds the table to Envoy's first-match over the generated routes):
  *  - a host is an exact, lower-case DNS name; the request's authority is lower-cased and its port
  *    stripped (Envoy's `strip_any_host_port`); anything else (a trailing dot, an IP literal, a
@@ -18,9 +18,9 @@
  *    two hosts with one name, and two routes of one rank that both match some path (a duplicate or
  *    an overlap), so the first match is also the only match of its rank.
  */
-import type { PolicyName } from "./policy.ts";
-import type { EnvoyConfig } from "../config/envoy-schema.ts";
-import type { PlatformService } from "../config/platform-schema.ts";
+import type { PolicyName } from "./policy-names.ts";
+import type { EnvoyConfig } from "./envoy-schema.ts";
+import type { PlatformService } from "./platform-schema.ts";
 
 /** How a route matches the path (query aside): Envoy's `path`, `prefix` and `path_separated_prefix`. */
 export type PathMatch =
