@@ -13,8 +13,8 @@
 import type { KubernetesObject } from "#kubernetes-client";
 import type { Logger } from "pino";
 import type { CompiledProject, ProjectLookup } from "./ports.ts";
-import { type BindingProblem, compileRoleBindings } from "./role-bindings.ts";
-import type { ProviderTrust } from "./subjects.ts";
+import { type BindingProblem, compileRoleBindings } from "../konfidence-model/role-bindings.ts";
+import type { ProviderTrust } from "../konfidence-model/subjects.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { type ContestedClaim, logContested, SoleClaims, watchKey } from "../kube-watch/sole-claims.ts";

@@ -13,7 +13,7 @@ import type { ClusterViewCheck } from "../ports/policy-ports.ts";
 import { NO_REVOCATIONS, type RevocationList } from "../kube-watch/revocations.ts";
 import type { KonfidenceConfig } from "../config/konfidence-schema.ts";
 import type { Config } from "../config/schema.ts";
-import { compilePermissions, compileRoutes, type PermissionMatrix, type RouteSpec } from "../konfidence/permissions.ts";
+import { compilePermissions, compileRoutes, type PermissionMatrix, type RouteSpec } from "../konfidence-model/permissions.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";
 import type { PolicyPorts } from "./ports.ts";
 import { tokenVerifierFor } from "./token-verifier.ts";

@@ -1,7 +1,7 @@
 /** Claim globs (ADR-0028): only `*` is special, it matches any run including none, anchored, case-sensitive. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { compileGlob } from "../../src/konfidence/glob.ts";
+import { compileGlob } from "../../src/konfidence-model/glob.ts";
 
 const cases: Array<{ name: string; pattern: string; value: string; expected: boolean }> = [
   // Literal patterns: exact, anchored, case-sensitive.

@@ -6,14 +6,14 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { BEGIN_MARKER, END_MARKER, renderKonfidenceDefaults, withKonfidenceDefaults } from "../../src/konfidence/permission-tables.ts";
-import { compilePermissions, compileRoutes, DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence/permissions.ts";
+import { BEGIN_MARKER, END_MARKER, renderKonfidenceDefaults, withKonfidenceDefaults } from "../../src/konfidence-model/permission-tables.ts";
+import { compilePermissions, compileRoutes, DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence-model/permissions.ts";
 
 const doc = readFileSync(resolve(import.meta.dirname, "../../docs/configuration.md"), "utf8");
 const section = doc.slice(doc.indexOf(BEGIN_MARKER), doc.indexOf(END_MARKER) + END_MARKER.length);
 
 describe("docs/configuration.md's Konfidence defaults", () => {
-  it("are exactly what src/konfidence/permissions.ts renders (regenerate: npx node scripts/konfidence-tables.ts)", () => {
+  it("are exactly what src/konfidence-model/permissions.ts renders (regenerate: npx node scripts/konfidence-tables.ts)", () => {
     expect(section).toBe(renderKonfidenceDefaults());
     expect(withKonfidenceDefaults(doc)).toBe(doc);
   });

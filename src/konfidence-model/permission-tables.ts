@@ -1,12 +1,12 @@
 /**
  * docs/configuration.md's Konfidence tables, written from the code's defaults (permissions.ts) so
  * the two cannot drift: the permission matrix (role → resource kind → verbs) and the route table
- * with, per endpoint, which default role may call it. test/konfidence/permission-tables.test.ts
+ * with, per endpoint, which default role may call it. test/konfidence-model/permission-tables.test.ts
  * checks the document holds exactly this; `node scripts/konfidence-tables.ts` rewrites it.
  */
 import { compilePermissions, DEFAULT_PERMISSIONS, DEFAULT_ROUTES, RESOURCE_KINDS, type RouteSpec, VERBS } from "./permissions.ts";
 
-export const BEGIN_MARKER = "<!-- konfidence-defaults: generated from src/konfidence/permissions.ts (scripts/konfidence-tables.ts); do not edit by hand -->";
+export const BEGIN_MARKER = "<!-- konfidence-defaults: generated from src/konfidence-model/permissions.ts (scripts/konfidence-tables.ts); do not edit by hand -->";
 export const END_MARKER = "<!-- /konfidence-defaults -->";
 
 export function renderKonfidenceDefaults(): string {

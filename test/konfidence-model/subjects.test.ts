@@ -3,8 +3,8 @@
  * OR, claims AND, audience required), provider trust, and the union of matched roles.
  */
 import { describe, expect, it } from "vitest";
-import { type Caller, compileRoleBindings, rolesOf } from "../../src/konfidence/role-bindings.ts";
-import { compileSubject, jwksMatches, type JwksSubject, type ProviderTrust, sessionMatches, type SessionSubject } from "../../src/konfidence/subjects.ts";
+import { type Caller, compileRoleBindings, rolesOf } from "../../src/konfidence-model/role-bindings.ts";
+import { compileSubject, jwksMatches, type JwksSubject, type ProviderTrust, sessionMatches, type SessionSubject } from "../../src/konfidence-model/subjects.ts";
 
 const GITHUB = "https://token.actions.githubusercontent.com/.well-known/openid-configuration";
 const GITLAB = "https://gitlab.example.com/.well-known/openid-configuration";

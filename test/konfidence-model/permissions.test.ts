@@ -12,7 +12,7 @@ import {
   type RouteSpec,
   RouteTableError,
   VERBS,
-} from "../../src/konfidence/permissions.ts";
+} from "../../src/konfidence-model/permissions.ts";
 
 const routes = compileRoutes(DEFAULT_ROUTES);
 const P = "/api/v1/projects/alpha";
