@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { fileImports, folderCircles, folderImports, upwardImports } from "../scripts/folder-imports.ts";
@@ -58,5 +59,19 @@ describe("imports between src/'s folders", () => {
     const importedBy = (folder: string) => edges.filter(({ from }) => from === folder).map(({ to }) => to).sort();
     expect(importedBy("redaction")).toEqual([]);
     expect(importedBy("dependencies")).toEqual(["metrics", "redaction", "tracing"]);
+  });
+});
+
+describe("ARCHITECTURE.md, the reader's map", () => {
+  const map = readFileSync(resolve(import.meta.dirname, "../ARCHITECTURE.md"), "utf8");
+  const listed = [...map.matchAll(/^- `src\/([a-z-]+)\/` — \S/gm)].map((m) => m[1]);
+
+  it("names every folder of src/, once, one line each", () => {
+    const folders = readdirSync(resolve(import.meta.dirname, "../src"), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    expect([...listed].sort()).toEqual(folders.sort());
+  });
+
+  it("in the order a request meets them: the layers from the highest down", () => {
+    expect(listed).toEqual([...LAYERS].reverse());
   });
 });
