@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # portcullis: Node runs the TypeScript sources directly (type stripping). The one thing built is
 # build/kubernetes-client.js, the parts of @kubernetes/client-node portcullis uses bundled into one
-# module (src/kube/kubernetes-client.ts says why); the rest is production dependencies.
+# module (src/kube-fleet/kubernetes-client.ts says why); the rest is production dependencies.
 
 FROM node:24-slim AS dependencies
 WORKDIR /app
@@ -17,7 +17,7 @@ COPY package.json package-lock.json ./
 # esbuild's binary comes as its platform's package, and the bundle is built by the next RUN.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY scripts/bundle-kubernetes-client.ts ./scripts/
-COPY src/kube/kubernetes-client.ts ./src/kube/
+COPY src/kube-fleet/kubernetes-client.ts ./src/kube-fleet/
 RUN node scripts/bundle-kubernetes-client.ts
 
 FROM node:24-slim

@@ -16,8 +16,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import pino from "pino";
-import { CLUSTER_TYPE_URL, ClusterDiscovery, clusterDiscoveryService } from "../src/envoy/cluster-discovery.ts";
-import type { ClusterCredentials } from "../src/kube/clusters.ts";
+import { CLUSTER_TYPE_URL, ClusterDiscovery, clusterDiscoveryService } from "../src/deploy/cluster-discovery.ts";
+import type { ClusterCredentials } from "../src/kube-fleet/clusters.ts";
 
 export interface CdsBytes {
   readonly clusters: number;

@@ -33,7 +33,7 @@ import { configSchema } from "../src/config/schema.ts";
 import { authorizationService, checkService } from "../src/envoy/protos.ts";
 import { policiesFor } from "../src/server/policies.ts";
 import { createLogging } from "../src/server/logging.ts";
-import { createMetrics } from "../src/metrics/prometheus.ts";
+import { createMetrics } from "../src/server/prometheus.ts";
 import { instrumented } from "../src/metrics/grpc-server.ts";
 import { checkHandler } from "../src/server/app.ts";
 import { tracedChecks } from "../src/tracing/spans.ts";

@@ -33,7 +33,7 @@ async function ladder() {
   measure("+ @openfga/sdk");
   await import("undici");
   measure("+ undici");
-  // As portcullis loads it: the bundle of the parts it uses (src/kube/kubernetes-client.ts).
+  // As portcullis loads it: the bundle of the parts it uses (src/kube-fleet/kubernetes-client.ts).
   await import("#kubernetes-client");
   measure("+ @kubernetes/client-node (bundled)");
   await import("../src/server/app.ts");

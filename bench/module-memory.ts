@@ -19,7 +19,7 @@
  * - `unbundled`: beside client-node's step, a `node -e` process that imports the package root, as
  *   portcullis did before the bundle: client-node's KubeConfig (dist/config.js) imports
  *   dist/gen/index.js, which loads the generated models and API classes of every API group, so
- *   Node's loader cannot load less than all of it (src/kube/kubernetes-client.ts).
+ *   Node's loader cannot load less than all of it (src/kube-fleet/kubernetes-client.ts).
  *
  * undici is its own step: portcullis's pools use it directly, and client-node's fetch is the same
  * copy.

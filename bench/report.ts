@@ -963,7 +963,7 @@ function findings(r: Results, compared: ReturnType<typeof comparedWithPrevious>)
           `Kubernetes client, cannot be imported piecemeal: its KubeConfig (dist/config.js) and every generated API class import ` +
           `dist/gen/index.js, which loads all of its 1,033 modules, so a \`node -e\` process that imports the package and nothing else ` +
           `holds ${(unbundled.rssBytes / MiB).toFixed(0)} MiB, above the idle target (100 MB = ${(100e6 / MiB).toFixed(0)} MiB) before gRPC, the Envoy protos, ` +
-          `OpenFGA's SDK or any data. portcullis therefore loads a bundle of the parts it uses (src/kube/kubernetes-client.ts, built by ` +
+          `OpenFGA's SDK or any data. portcullis therefore loads a bundle of the parts it uses (src/kube-fleet/kubernetes-client.ts, built by ` +
           `esbuild at install): alone, with undici and client-node's other dependencies, which stay packages of their own, ${(alone.rssBytes / MiB).toFixed(0)} MiB.`,
       );
     }

@@ -6,8 +6,8 @@
  * test/bench/same-bytes-noop.test.ts holds them to what the real check answers.
  */
 import { allow } from "../src/authz/decision.ts";
-import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
-import { type CheckResponseMessage, toCheckResponse } from "../src/envoy/check-response.ts";
+import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../src/envoy/kube-api-upstream.ts";
+import { type CheckResponseMessage, toCheckResponse } from "../src/authz/check-response.ts";
 import { checkService } from "../src/envoy/protos.ts";
 import { bearerCredential, mutations, type SafeHeaderValue, safeHeaderValue } from "../src/headers/mutations.ts";
 import { BENCH_CLUSTER } from "./workload.ts";

@@ -6,14 +6,14 @@
  * nothing remote. A miss (the first request per key, before the warm-up pass) answers at once,
  * never over a network.
  */
-import { kubeApiEnvoyCluster } from "../src/authz/kube-api-upstream.ts";
-import type { AccessAttributes, Installation, MintedToken } from "../src/authz/ports.ts";
+import { kubeApiEnvoyCluster } from "../src/envoy/kube-api-upstream.ts";
+import type { AccessAttributes, Installation, MintedToken } from "../src/ports/policy-ports.ts";
 import { CachedLookup } from "../src/cache/cached-lookup.ts";
 import { KeyTags } from "../src/cache/key-tags.ts";
 import { CanViewKeys } from "../src/fga/can-view.ts";
 import type { PolicyPorts, PortsRuntime } from "../src/server/ports.ts";
-import { tokenKey } from "../src/kube/service-account-tokens.ts";
-import { reviewKey } from "../src/kube/user-access-review.ts";
+import { tokenKey } from "../src/kube-calls/service-account-tokens.ts";
+import { reviewKey } from "../src/kube-calls/user-access-review.ts";
 import { constantServiceAccountToken } from "./scenario3-allow.ts";
 import type { BenchWorld } from "./workload.ts";
 

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import type { Installation } from "../src/authz/ports.ts";
+import type { Installation } from "../src/ports/policy-ports.ts";
 import { pluginClaims, sign, userClaims } from "../test/support/tokens.ts";
 
 export interface BenchWorld {

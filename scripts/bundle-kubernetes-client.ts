@@ -1,6 +1,6 @@
 /**
  * Builds build/kubernetes-client.js, the `#kubernetes-client` of package.json's "imports", from
- * src/kube/kubernetes-client.ts (why: that file's comment). Run by npm's postinstall, by `npm test`,
+ * src/kube-fleet/kubernetes-client.ts (why: that file's comment). Run by npm's postinstall, by `npm test`,
  * by `npm run bench` and by the image's build stage; ~2 s.
  *
  * Only client-node's own files go into the bundle: its dependencies and Node's modules stay
@@ -19,7 +19,7 @@ import { resolve } from "node:path";
 import { build, type BuildOptions } from "esbuild";
 
 const ROOT = resolve(import.meta.dirname, "..");
-export const ENTRY = resolve(ROOT, "src/kube/kubernetes-client.ts");
+export const ENTRY = resolve(ROOT, "src/kube-fleet/kubernetes-client.ts");
 export const BUNDLE = resolve(ROOT, "build/kubernetes-client.js");
 const PACKAGE = resolve(ROOT, "node_modules/@kubernetes/client-node/package.json");
 
@@ -33,7 +33,7 @@ const clientNode = (): ClientNodePackage => JSON.parse(readFileSync(PACKAGE, "ut
 /** The bundle's first line: what it was built from. */
 export function bundleBanner(): string {
   const entry = createHash("sha256").update(readFileSync(ENTRY)).digest("hex");
-  return `// @kubernetes/client-node ${clientNode().version}, bundled from src/kube/kubernetes-client.ts sha256:${entry} by scripts/bundle-kubernetes-client.ts. Do not edit.`;
+  return `// @kubernetes/client-node ${clientNode().version}, bundled from src/kube-fleet/kubernetes-client.ts sha256:${entry} by scripts/bundle-kubernetes-client.ts. Do not edit.`;
 }
 
 /** client-node's runtime dependencies: left as imports. */

@@ -1,13 +1,14 @@
 /**
  * The folders of src/ and which import which (static imports, `import type` included: a type is a
- * dependency a reader follows too), with the import circles between folders. Run it to see them:
+ * dependency a reader follows too), with the import circles between folders, and the same between
+ * files (dynamic imports included). Run it to see them:
  * `node scripts/folder-imports.ts [src]`; test/folder-imports.test.ts holds the layering it must keep.
  */
 
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 
-/** One folder importing another, with the file imports that make the edge (`kube/clusters.ts -> authz/ports.ts`). */
+/** One folder importing another, with the file imports that make the edge (`kube-fleet/clusters.ts -> ports/policy-ports.ts`). */
 export interface FolderEdge {
   readonly from: string;
   readonly to: string;
@@ -15,6 +16,8 @@ export interface FolderEdge {
 }
 
 const STATIC_IMPORT = /^\s*(?:import|export)\s[^'"]*?\sfrom\s+["']([^"']+)["']|^\s*import\s+["']([^"']+)["']/gm;
+/** `await import("./x.ts")`: loaded later, still a file the importer needs (a circle through one is a circle). */
+const DYNAMIC_IMPORT = /\bimport\(\s*["']([^"']+)["']\s*\)/g;
 
 function sourceFiles(folder: string): string[] {
   return readdirSync(folder, { withFileTypes: true }).flatMap((entry) => {
@@ -42,6 +45,21 @@ export function folderImports(root: string): FolderEdge[] {
     const [from = "", to = ""] = key.split(" ");
     return { from, to, imports };
   });
+}
+
+/** The edges between the files of `root` (paths relative to it), dynamic imports included. */
+export function fileImports(root: string): FolderEdge[] {
+  const edges: FolderEdge[] = [];
+  for (const file of sourceFiles(root)) {
+    const text = readFileSync(file, "utf8");
+    for (const match of [...text.matchAll(STATIC_IMPORT), ...text.matchAll(DYNAMIC_IMPORT)]) {
+      const specifier = match[1] ?? match[2] ?? "";
+      if (!specifier.startsWith(".")) continue;
+      const target = relative(root, resolve(dirname(file), specifier));
+      edges.push({ from: relative(root, file), to: target, imports: [`${relative(root, file)} -> ${target}`] });
+    }
+  }
+  return edges;
 }
 
 /** The import circles: the sets of two or more folders each reachable from the others (Tarjan's strongly connected components). */
@@ -83,9 +101,11 @@ export function upwardImports(edges: readonly FolderEdge[], layers: readonly str
 }
 
 if (import.meta.main) {
-  const edges = folderImports(resolve(process.argv[2] ?? "src"));
-  for (const circle of folderCircles(edges)) {
-    console.log(`circle: ${circle.join(" ")}`);
-    for (const { from, to, imports } of edges) if (circle.includes(from) && circle.includes(to)) console.log(`  ${from} -> ${to}: ${imports.join("; ")}`);
+  const root = resolve(process.argv[2] ?? "src");
+  for (const edges of [folderImports(root), fileImports(root)]) {
+    for (const circle of folderCircles(edges)) {
+      console.log(`circle: ${circle.join(" ")}`);
+      for (const { from, to, imports } of edges) if (circle.includes(from) && circle.includes(to)) console.log(`  ${from} -> ${to}: ${imports.join("; ")}`);
+    }
   }
 }

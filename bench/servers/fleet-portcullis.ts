@@ -11,7 +11,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import pino from "pino";
-import { loadConfigForStart } from "../../src/config/load.ts";
+import { loadConfigForStart } from "../../src/server/environment.ts";
 import { startServer } from "../../src/server/app.ts";
 import { connectPorts } from "../../src/server/ports.ts";
 import { createLogging } from "../../src/server/logging.ts";

@@ -3,7 +3,6 @@
  * every outcome. In-cluster audit shows the plugin ServiceAccount; this line restores the user.
  * It carries identifiers and request attributes only — never a token.
  */
-import type { Decision } from "../authz/decision.ts";
 import type { PluginTokenReplayAudit } from "./plugin-token-replay.ts";
 
 export interface PluginRequestAudit {
@@ -36,8 +35,4 @@ export interface AuditSink {
   pluginRequest(line: PluginRequestAudit): void;
   /** FUN-17 §3: a PluginToken refused by a platform API (src/audit/plugin-token-replay.ts). */
   pluginTokenReplay(line: PluginTokenReplayAudit): void;
-}
-
-export function decisionLabel(decision: Decision): string {
-  return decision.kind === "allow" ? "allowed" : `denied:${decision.reason}`;
 }

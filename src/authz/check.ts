@@ -7,16 +7,17 @@
  */
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
-import { type AuditTrail, auditRecordOf, emptyAuditTrail, writeAudit } from "../audit/trail.ts";
+import { writeAudit } from "../audit/record.ts";
+import { type AuditTrail, auditRecordOf, emptyAuditTrail } from "./audit-trail.ts";
 import { type Decision, deny } from "./decision.ts";
 import { CheckDeadlines } from "./check-deadline.ts";
 import { denialFor } from "./error-denials.ts";
 import { errorSummary } from "../redaction/error-cause.ts";
 import type { Policy } from "./policy.ts";
 import { requestRouter, type RoutedRequest } from "./request-mode.ts";
-import type { RouteTable } from "./route-table.ts";
+import type { RouteTable } from "../config/route-table.ts";
 import { type CheckRequestMessage, fromCheckRequest, type HttpRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
-import { type CheckResponseMessage, directResponse, toCheckResponse, withResponseHeaders } from "../envoy/check-response.ts";
+import { type CheckResponseMessage, directResponse, toCheckResponse, withResponseHeaders } from "./check-response.ts";
 import { publishDecision } from "../metrics/events.ts";
 
 export interface CheckerOptions {

@@ -1,9 +1,9 @@
 /**
  * A Decision is plain data: what portcullis answers for one request. It is turned into Envoy's
- * CheckResponse in exactly one place (src/envoy/check-response.ts). Its audit record is attached by
- * check() from the request's audit trail (src/audit/trail.ts) once the decision is final.
+ * CheckResponse in exactly one place (src/authz/check-response.ts). Its audit record is attached by
+ * check() from the request's audit trail (src/authz/audit-trail.ts) once the decision is final.
  */
-import type { AuditRecord } from "../audit/trail.ts";
+import type { AuditRecord } from "../audit/record.ts";
 import type { HeaderMutations } from "../headers/mutations.ts";
 
 /** Every reason a request can be denied for; the table in reasons.ts gives each its status. */

@@ -3,8 +3,9 @@
  * it exists, is the one the token names, is not being deleted, and pins a definition.
  */
 import { type Deny, deny } from "./decision.ts";
-import type { Installation } from "./ports.ts";
-import { pinnedSubject, type RevocationList, revokedDenial } from "./revocations.ts";
+import type { Installation } from "../ports/policy-ports.ts";
+import { pinnedSubject, revokedDenial } from "./revocation-gate.ts";
+import type { RevocationList } from "../kube-watch/revocations.ts";
 import { trace } from "./trace.ts";
 import { isDefinitionHash, isPinnedHash } from "../tokens/claim-formats.ts";
 import type { PluginClaims } from "../tokens/fundament.ts";

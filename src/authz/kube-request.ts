@@ -13,13 +13,13 @@
  *    store would otherwise be reviewed and held in a cache key).
  *  - `ok`: the RequestInfo.
  */
-import type { AccessAttributes } from "./ports.ts";
+import type { AccessAttributes } from "../ports/policy-ports.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
-import { kubePathOf } from "../kube/gateway-path.ts";
-import { oversizedField } from "../kube/object-names.ts";
-import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../kube/request-info.ts";
-import { invalidRequestTimeout } from "../kube/request-timeout.ts";
-import { requesterChecks } from "../kube/requester-checks.ts";
+import { kubePathOf } from "../kube-reading/gateway-path.ts";
+import { oversizedField } from "../kube-reading/object-names.ts";
+import { authorizationVerbsFor, requestInfoFor, type RequestInfo } from "../kube-reading/request-info.ts";
+import { invalidRequestTimeout } from "../kube-reading/request-timeout.ts";
+import { requesterChecks } from "../kube-reading/requester-checks.ts";
 
 export type KubeRequest =
   | { readonly kind: "ok"; readonly info: RequestInfo }

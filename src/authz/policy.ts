@@ -2,12 +2,10 @@
  * A policy decides one request for one kind of route. Envoy names the policy per route in
  * `check_settings.context_extensions.policy`.
  */
-import type { AuditTrail } from "../audit/trail.ts";
+import type { AuditTrail } from "./audit-trail.ts";
 import type { BodyShape, Decision, Deny } from "./decision.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
-
-export const POLICY_NAMES = ["kube-api-proxy", "plugin-proxy", "plugin-assets", "konfidence-api", "platform-api", "public"] as const;
-export type PolicyName = (typeof POLICY_NAMES)[number];
+import type { PolicyName } from "../config/policy-names.ts";
 
 export interface Policy {
   readonly name: PolicyName;

@@ -23,7 +23,7 @@
  * policies' own answers to such requests stay what they are.
  */
 import { hasDotSegment } from "./dot-segments.ts";
-import { type CorsPolicy, type RouteTable, routeFinder } from "./route-table.ts";
+import { type CorsPolicy, type RouteTable, routeFinder } from "../config/route-table.ts";
 import type { HttpRequest } from "../envoy/check-request.ts";
 
 export type RoutedRequest =

@@ -18,5 +18,16 @@ export interface ChangeFeed {
   provenUntil(scope: string): number | undefined;
 }
 
-/** An event source's state for one scope (what metrics and /readyz?verbose show; defined beside the metrics). */
-export type { FeedState } from "../metrics/prometheus.ts";
+/** An event source's state for one scope (what metrics and /readyz?verbose show; issue 45). */
+export interface FeedState {
+  /** The source: `kube-rbac`, `kube-serviceaccounts`, `openfga-changes`. */
+  readonly source: string;
+  /** The cluster id or the OpenFGA store id. */
+  readonly scope: string;
+  /** Whether it keeps its scope's answers fresh now (synced and caught up). */
+  readonly synced: boolean;
+  /** Seconds since the time up to which every change has been applied; absent while not synced. */
+  readonly lagSeconds?: number;
+  /** Why it is not synced (an error's message, never a credential). */
+  readonly detail?: string;
+}

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import { buildCheckRequest } from "../envoy/build-check-request.ts";
-import { type AnyCheckResponse, type CheckOutcome, describeCheckResponse } from "../envoy/describe-response.ts";
+import { type AnyCheckResponse, type CheckOutcome, describeCheckResponse } from "../server/describe-response.ts";
 import { authorizationClient } from "../envoy/protos.ts";
 import type { Explanation } from "../server/explain.ts";
 

@@ -1,11 +1,11 @@
 /**
  * `validate-config` (without --file-only): which of the change feeds' grants each configured
- * cluster's credential lacks, as the server says it at start (kube/feed-grants.ts). A warning,
+ * cluster's credential lacks, as the server says it at start (kube-watch/feed-grants.ts). A warning,
  * not a failure: the server starts without them, on the short TTLs.
  */
 import type { Config } from "../config/schema.ts";
-import { Clusters } from "../kube/clusters.ts";
-import { missingFeedGrants, missingGrantsMessage } from "../kube/feed-grants.ts";
+import { Clusters } from "../kube-fleet/clusters.ts";
+import { missingFeedGrants, missingGrantsMessage } from "../kube-watch/feed-grants.ts";
 import { errorSummary } from "../redaction/error-cause.ts";
 
 const TIMEOUT_MS = 5_000;

@@ -11,7 +11,7 @@
  *   portcullis can-i …                       what a plugin can do for a user (user ∩ plugin), from the admin port
  */
 import { parseArgs } from "node:util";
-import { ConfigError, loadConfig, loadConfigForStart } from "../config/load.ts";
+import { ConfigError, loadConfig } from "../config/load.ts";
 
 // Each command imports what it needs when it runs, so the small ones start fast.
 const USAGE = `usage:
@@ -116,7 +116,7 @@ async function main(argv: string[]): Promise<number> {
       if (file === undefined || files.length > 1) return usage();
       if (fileOnly) loadConfig(file);
       else {
-        const config = await loadConfigForStart(file);
+        const config = await (await import("../server/environment.ts")).loadConfigForStart(file);
         const { feedGrantWarnings } = await import("./feed-grants.ts");
         for (const warning of await feedGrantWarnings(config)) process.stderr.write(`${file}: ${warning}\n`);
       }

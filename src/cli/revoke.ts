@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import { parseArgs } from "node:util";
 import { CustomObjectsApi, KubeConfig } from "#kubernetes-client";
 import { stringify } from "yaml";
-import { revocationOf, REVOCATIONS, type RevocationTarget } from "../authz/revocations.ts";
+import { revocationOf, REVOCATIONS, type RevocationTarget } from "../kube-watch/revocations.ts";
 
 export class UsageError extends Error {}
 

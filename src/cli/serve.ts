@@ -2,7 +2,7 @@
  * `portcullis --config FILE`: run the server until SIGTERM or SIGINT, then shut down gracefully.
  * With `workers: N` (N > 1) this process is the primary and N forked workers serve (workers.ts).
  */
-import { loadConfigForStart } from "../config/load.ts";
+import { loadConfigForStart } from "../server/environment.ts";
 import { startServer } from "../server/app.ts";
 import { connectPorts } from "../server/ports.ts";
 import { createLogging } from "../server/logging.ts";

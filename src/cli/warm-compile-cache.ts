@@ -5,7 +5,7 @@
  * with the shipped flags and as the uid the server runs as (both name the cache's subdirectory),
  * after `src/cli/main.ts --help`, which caches the entry point itself (importing it here would run
  * the command line).
- * src/kube/kubernetes-client.ts is left out: the server never loads it (it loads the bundle built
+ * src/kube-fleet/kubernetes-client.ts is left out: the server never loads it (it loads the bundle built
  * from it, which the modules importing `#kubernetes-client` cache), and it would load the whole
  * unbundled client-node into the cache.
  */

@@ -5,7 +5,6 @@
  */
 import { z } from "zod";
 import { routeCovers, type PlatformService } from "./platform-schema.ts";
-import { buildRouteTable, routeTableProblems } from "../authz/route-table.ts";
 
 const port = z.number().int().min(1).max(65535);
 const host = z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([-.A-Za-z0-9]*[A-Za-z0-9])?)$/, "expected a host name or IP address");
@@ -165,8 +164,9 @@ export const EXT_AUTHZ_MARGIN_MS = 200;
 /**
  * Cross-field rules between `envoy` and the rest of the file: every cluster portcullis serves has
  * exactly one Envoy route, the two Konfidence settings come together, Envoy waits longer than
- * portcullis decides, and the route table (src/authz/route-table.ts) is unambiguous; request mode
- * needs the section, its table's source.
+ * portcullis decides, and the route table (src/config/route-table.ts) is unambiguous; request mode
+ * needs the section, its table's source. The table is built from this section's type, so schema.ts
+ * passes its check in as `routeProblems` (route-table.ts imports this file, not the reverse).
  */
 export function checkEnvoySection(
   config: {
@@ -177,6 +177,7 @@ export function checkEnvoySection(
     listen: { tls?: { requireClientCert: boolean } | undefined };
   },
   ctx: z.RefinementCtx,
+  routeProblems: (source: { envoy: EnvoyConfig; platform: { services: readonly PlatformService[] } }) => ReadonlyArray<{ path: ReadonlyArray<string | number>; message: string }>,
 ): void {
   const envoy = config.envoy;
   if (envoy === undefined) {
@@ -201,7 +202,7 @@ export function checkEnvoySection(
   }
   // Overlaps between platform services are reported by checkPlatformEntries, in its own words.
   if (checkPlatformEntries(envoy, config.platform.services, ctx)) {
-    for (const problem of routeTableProblems(buildRouteTable({ envoy, platform: config.platform }))) {
+    for (const problem of routeProblems({ envoy, platform: config.platform })) {
       ctx.addIssue({ code: "custom", path: [...problem.path], message: problem.message });
     }
   }

@@ -5,7 +5,7 @@
  * route table is compiled once to reject ambiguous or malformed templates before the server starts.
  */
 import { z } from "zod";
-import { discoveryEndpoint } from "../konfidence/discovery-url.ts";
+import { discoveryEndpoint } from "../konfidence-model/discovery-url.ts";
 import {
   compileRoutes,
   DEFAULT_PERMISSIONS,
@@ -15,8 +15,8 @@ import {
   RouteTableError,
   type RouteSpec,
   VERBS,
-} from "../konfidence/permissions.ts";
-import { isRoleName } from "../konfidence/role-bindings.ts";
+} from "../konfidence-model/permissions.ts";
+import { isRoleName } from "../konfidence-model/role-bindings.ts";
 import { deadlineMs, periodMs } from "./durations.ts";
 import { origin } from "./envoy-schema.ts";
 

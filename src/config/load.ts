@@ -33,17 +33,6 @@ export function loadConfig(path: string): Config {
   return parseConfig(text, path);
 }
 
-/**
- * The one validator behind `validate-config` and the server's start: the file (schema, formats,
- * ranges), then what the process will read (environment.ts). Nothing has started when it throws.
- */
-export async function loadConfigForStart(path: string, env: NodeJS.ProcessEnv = process.env): Promise<Config> {
-  const config = loadConfig(path);
-  const { assertEnvironment } = await import("./environment.ts");
-  assertEnvironment(config, path, env);
-  return config;
-}
-
 /** One line per problem: `  tokens.secrets[0]: expected exactly one of env or file`. */
 export function formatIssues(error: z.ZodError): string {
   return error.issues

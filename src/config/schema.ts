@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { checkCookieOrigins } from "./cookie-origins.ts";
 import { checkEnvoySection, envoySchema } from "./envoy-schema.ts";
+import { buildRouteTable, routeTableProblems } from "./route-table.ts";
 import { checkKonfidenceSection, konfidenceSchema } from "./konfidence-schema.ts";
 import { platformSchema } from "./platform-schema.ts";
 import { deadlineMs, graceMs, periodMs, wholeSeconds } from "./durations.ts";
@@ -312,7 +313,7 @@ export const configSchema = z
   })
   .strict()
   .superRefine(checkFundamentSections)
-  .superRefine(checkEnvoySection)
+  .superRefine((config, ctx) => checkEnvoySection(config, ctx, (source) => routeTableProblems(buildRouteTable(source))))
   .superRefine(checkCookieOrigins)
   .superRefine(checkKonfidenceSection);
 

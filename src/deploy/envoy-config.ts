@@ -40,12 +40,12 @@
  */
 import { isIP } from "node:net";
 import { Document } from "yaml";
-import type { PolicyName } from "../authz/policy.ts";
+import type { PolicyName } from "../config/policy-names.ts";
 import { UPSTREAM_HEADERS } from "../authz/policies/plugin-proxy.ts";
-import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../authz/kube-api-upstream.ts";
+import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../envoy/kube-api-upstream.ts";
 import type { Config } from "../config/schema.ts";
 import { EXT_AUTHZ_MARGIN_MS, type EnvoyConfig } from "../config/envoy-schema.ts";
-import { buildRouteTable, type CorsPolicy, type PathMatch, type TableHost, type TableRoute } from "../authz/route-table.ts";
+import { buildRouteTable, type CorsPolicy, type PathMatch, type TableHost, type TableRoute } from "../config/route-table.ts";
 
 const T = "type.googleapis.com/";
 const FILTER = {
@@ -142,7 +142,7 @@ export function envoyBootstrap(config: Config): Record<string, unknown> {
 
 /**
  * The registered clusters' upstreams come from portcullis's Cluster Discovery Service
- * (envoy/cluster-discovery.ts), State of the World over the connection Envoy already has to
+ * (deploy/cluster-discovery.ts), State of the World over the connection Envoy already has to
  * portcullis (the ext_authz port, cluster `portcullis`: HTTP/2, TLS when listen.tls is set).
  */
 function clusterDiscovery(): Record<string, unknown> {
@@ -235,10 +235,10 @@ function extAuthzFilter(config: Config): Record<string, unknown> {
 }
 
 /**
- * One virtual host of the route table (src/authz/route-table.ts): its CORS policy and, per table
+ * One virtual host of the route table (src/config/route-table.ts): its CORS policy and, per table
  * route, the Envoy routes that serve it. Every Envoy route built for a table route matches only
  * paths that route matches and names its policy and service, so Envoy and the checker's request
- * mode choose the same policy (test/authz/route-table.envoy-oracle.test.ts).
+ * mode choose the same policy (test/config/route-table.envoy-oracle.test.ts).
  */
 function virtualHost(envoy: EnvoyConfig, host: TableHost): Record<string, unknown> {
   return {
@@ -550,7 +550,7 @@ export interface KubeApiUpstream {
 
 /**
  * The Envoy cluster of one Kubernetes cluster's API server: a static `envoy.clusters` entry here,
- * a registered cluster in portcullis's CDS (envoy/cluster-discovery.ts). Pure. Never a credential:
+ * a registered cluster in portcullis's CDS (deploy/cluster-discovery.ts). Pure. Never a credential:
  * Envoy forwards the ServiceAccount token portcullis put in Authorization.
  */
 export function kubeApiCluster(name: string, upstream: KubeApiUpstream): Record<string, unknown> {

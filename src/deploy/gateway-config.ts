@@ -29,7 +29,7 @@
  */
 import { Document } from "yaml";
 import type { Config } from "../config/schema.ts";
-import type { PolicyName } from "../authz/policy.ts";
+import type { PolicyName } from "../config/policy-names.ts";
 import { envoyBootstrap, extAuthzTimeoutMs, MissingEnvoySection, ENVOY_CLUSTERS } from "./envoy-config.ts";
 
 export const GATEWAY_TARGETS = ["envoy-gateway", "istio"] as const;

@@ -11,7 +11,7 @@ import { ConsistencyPreference, CredentialsMethod, OpenFgaClient } from "@openfg
 import type { Logger } from "pino";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { withDeadline } from "../dependencies/deadline.ts";
-import type { ClusterViewCheck } from "../authz/ports.ts";
+import type { ClusterViewCheck } from "../ports/policy-ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
 import { KeyTags } from "../cache/key-tags.ts";
 import type { FeedState } from "../cache/freshness.ts";

@@ -21,7 +21,7 @@ export function isCallerIdentityHeader(name: string): boolean {
 declare const checkedBrand: unique symbol;
 /**
  * A header value isSafeHeaderValue accepted where it was produced — a ServiceAccount token once,
- * when it was cached (src/kube/service-account-tokens.ts), not in every response that carries it.
+ * when it was cached (src/kube-calls/service-account-tokens.ts), not in every response that carries it.
  */
 export type SafeHeaderValue = string & { readonly [checkedBrand]: true };
 

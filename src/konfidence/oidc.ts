@@ -18,7 +18,7 @@
 import { decodeJwt, errors as joseErrors, createRemoteJWKSet, customFetch, jwtVerify, type JWTVerifyGetKey } from "jose";
 import { hash } from "node:crypto";
 import { LRUCache } from "lru-cache";
-import { discoveryEndpointFor, httpsUrl } from "./discovery-url.ts";
+import { discoveryEndpointFor, httpsUrl } from "../konfidence-model/discovery-url.ts";
 import type { TokenVerification, VerifiedToken, WorkloadTokens } from "./ports.ts";
 import { ProviderBackoff } from "./provider-backoff.ts";
 import { OIDC_PROVIDER, type ProviderHttp } from "./provider-http.ts";

@@ -3,7 +3,7 @@
  * token verification. Implemented over a Kubernetes watch and OIDC providers (each cached, with
  * deadlines) and by fakes in tests. A port that cannot answer throws DependencyUnavailable.
  */
-import type { RoleBindings } from "./role-bindings.ts";
+import type { RoleBindings } from "../konfidence-model/role-bindings.ts";
 
 /** A Project (konfidence.cloud/v1alpha1), as compiled when it arrived. */
 export interface CompiledProject {

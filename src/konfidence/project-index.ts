@@ -1,7 +1,7 @@
 /**
  * The Project index (konfidence.cloud/v1alpha1 `projects`, cluster-scoped) of the one cluster that
  * holds Konfidence, fed by a watch with the PluginInstallation index's restart and readiness rules
- * (src/kube/watched-index.ts): while unsynced, every lookup throws DependencyUnavailable.
+ * (src/kube-watch/watched-index.ts): while unsynced, every lookup throws DependencyUnavailable.
  *
  * Projects are indexed by metadata.name, which is the `{projectId}` of the API's URLs: the name is
  * what the Project controller derives the namespace from (kden-project-<name>) and what users type,
@@ -13,12 +13,12 @@
 import type { KubernetesObject } from "#kubernetes-client";
 import type { Logger } from "pino";
 import type { CompiledProject, ProjectLookup } from "./ports.ts";
-import { type BindingProblem, compileRoleBindings } from "./role-bindings.ts";
-import type { ProviderTrust } from "./subjects.ts";
+import { type BindingProblem, compileRoleBindings } from "../konfidence-model/role-bindings.ts";
+import type { ProviderTrust } from "../konfidence-model/subjects.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
-import type { Cluster } from "../kube/clusters.ts";
-import { type ContestedClaim, logContested, SoleClaims, watchKey } from "../kube/sole-claims.ts";
-import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube/watched-index.ts";
+import type { Cluster } from "../kube-fleet/clusters.ts";
+import { type ContestedClaim, logContested, SoleClaims, watchKey } from "../kube-watch/sole-claims.ts";
+import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube-watch/watched-index.ts";
 import { publishInvalidSubject } from "../metrics/events.ts";
 
 export const PROJECTS = { group: "konfidence.cloud", version: "v1alpha1", plural: "projects" } as const;

@@ -8,7 +8,7 @@
 import type { CompiledProject, ProjectLookup } from "./ports.ts";
 import { ProjectIndex, type ProjectIndexOptions } from "./project-index.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
-import type { Cluster } from "../kube/clusters.ts";
+import type { Cluster } from "../kube-fleet/clusters.ts";
 
 export class RegisteredProjects implements ProjectLookup {
   readonly #clusterId: string;

@@ -25,7 +25,7 @@ export interface CheckDecision {
 
 /** A Konfidence roleBindings entry that never matches, reported when its Project arrives. */
 export interface InvalidSubject {
-  /** A closed set (src/konfidence/role-bindings.ts BindingProblemCode). */
+  /** A closed set (src/konfidence-model/role-bindings.ts BindingProblemCode). */
   readonly problem: string;
 }
 

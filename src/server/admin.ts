@@ -9,7 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { CanIError, type CanI, type CanIQuery } from "./can-i.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
-import type { RuleRequest } from "../kube/rules-intersection.ts";
+import type { RuleRequest } from "../kube-reading/rules-intersection.ts";
 import type { Explainer } from "./explain.ts";
 import { type Readiness, renderReadiness } from "./readiness.ts";
 

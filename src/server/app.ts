@@ -10,13 +10,14 @@ import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
 import { type AuditedCheck, createAuditedCheck } from "../authz/check.ts";
-import { buildRouteTable } from "../authz/route-table.ts";
+import type { CheckResponseMessage } from "../authz/check-response.ts";
+import { buildRouteTable } from "../config/route-table.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { checkService, healthService } from "../envoy/protos.ts";
-import { ClusterDiscovery, clusterDiscoveryService } from "../envoy/cluster-discovery.ts";
+import { ClusterDiscovery, clusterDiscoveryService } from "../deploy/cluster-discovery.ts";
 import { startIdleGc } from "./idle-gc.ts";
-import { createMetrics } from "../metrics/prometheus.ts";
+import { createMetrics } from "./prometheus.ts";
 import { type AdminOptions, createAdminServer } from "./admin.ts";
 import { createExplainer, type Explainer } from "./explain.ts";
 import { createCanI } from "./can-i.ts";
@@ -81,7 +82,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const grpcServer = withCallMetrics(new grpc.Server());
   grpcServer.addService(checkService(), { Check: checkHandler(check, checks) });
   grpcServer.addService(healthService(), health.handlers());
-  // On the ext_authz port: Envoy's cds_config uses the connection it already has to portcullis (envoy/cluster-discovery.ts).
+  // On the ext_authz port: Envoy's cds_config uses the connection it already has to portcullis (deploy/cluster-discovery.ts).
   const clusterDiscovery = runtime.clusterDiscovery ?? new ClusterDiscovery({ envoyCaFile: ENVOY_IMAGE_CA_FILE, logger });
   grpcServer.addService(clusterDiscoveryService(), clusterDiscovery.handlers());
   const tls = await listenerCredentials(config.listen.tls, logger);
@@ -180,7 +181,7 @@ export interface CheckActivity {
 }
 
 /** The ext_authz Check method: `check`'s answer to the caller; counted in `activity` while it runs. */
-export function checkHandler(check: TracedCheck, activity: CheckActivity): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
+export function checkHandler(check: TracedCheck<CheckResponseMessage>, activity: CheckActivity): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
   return (call, callback) => {
     activity.inFlight++;
     activity.started++;

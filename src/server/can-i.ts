@@ -7,12 +7,13 @@
  * itself — a SelfSubjectRulesReview made with each ServiceAccount's token from TokenRequest — and
  * intersected (rules-intersection.ts). Served on the admin port beside /explain, under the same gate.
  */
-import { intersectRuleSets, type RuleRequest, type RuleSet, rulesAllow } from "../kube/rules-intersection.ts";
-import type { RulesReviews } from "../kube/rules-review.ts";
-import { FORWARDED_ROOTS } from "../kube/gateway-path.ts";
-import { pluginServiceAccount, type ServiceAccountRef, userServiceAccount } from "../kube/service-accounts.ts";
-import type { ClusterViewCheck, Installation, KnownClusters, ServiceAccountTokens } from "../authz/ports.ts";
-import { pinnedSubject, type RevocationList, type RevocationScope } from "../authz/revocations.ts";
+import { intersectRuleSets, type RuleRequest, type RuleSet, rulesAllow } from "../kube-reading/rules-intersection.ts";
+import type { RulesReviews } from "../kube-calls/rules-review.ts";
+import { FORWARDED_ROOTS } from "../kube-reading/gateway-path.ts";
+import { pluginServiceAccount, type ServiceAccountRef, userServiceAccount } from "../kube-reading/service-accounts.ts";
+import type { ClusterViewCheck, Installation, KnownClusters, ServiceAccountTokens } from "../ports/policy-ports.ts";
+import { pinnedSubject } from "../authz/revocation-gate.ts";
+import type { RevocationList, RevocationScope } from "../kube-watch/revocations.ts";
 
 export interface CanIPorts {
   readonly clusters: KnownClusters;

@@ -1,13 +1,13 @@
 /**
  * What registering, changing and removing a cluster does to the ports (wiring for
- * kube/cluster-registry.ts). Each step touches that one cluster only: its pool, its
+ * kube-watch/cluster-registry.ts). Each step touches that one cluster only: its pool, its
  * PluginInstallation watch, its RBAC and ServiceAccount change feeds, its cached reviews, tokens and readiness answers, its Envoy
- * upstream (served by CDS, envoy/cluster-discovery.ts), and, for Konfidence's cluster, its Project watch.
+ * upstream (served by CDS, deploy/cluster-discovery.ts), and, for Konfidence's cluster, its Project watch.
  */
-import { type Clusters, connectCluster, type ClusterCredentials } from "../kube/clusters.ts";
-import type { ClusterFleet } from "../kube/cluster-registry.ts";
-import type { ClusterChangeFeeds } from "../kube/cluster-change-feeds.ts";
-import type { InstallationIndex } from "../kube/installation-index.ts";
+import { type Clusters, connectCluster, type ClusterCredentials } from "../kube-fleet/clusters.ts";
+import type { ClusterFleet } from "../kube-watch/cluster-registry.ts";
+import type { ClusterChangeFeeds } from "../kube-watch/cluster-change-feeds.ts";
+import type { InstallationIndex } from "../kube-watch/installation-index.ts";
 import type { RegisteredProjects } from "../konfidence/registered-projects.ts";
 
 export interface FleetPorts {

@@ -11,7 +11,7 @@ import type { AuditSink } from "../audit/plugin-request.ts";
 import type { AuditedCheck } from "../authz/check.ts";
 import { type TraceStep, traced } from "../authz/trace.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
-import { type CheckOutcome, describeCheckResponse } from "../envoy/describe-response.ts";
+import { type CheckOutcome, describeCheckResponse } from "./describe-response.ts";
 
 export type Explanation = CheckOutcome & { readonly trace: readonly TraceStep[] };
 

@@ -9,8 +9,9 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { isBeingDeleted } from "../authz/installation.ts";
-import type { InstallationLookup } from "../authz/ports.ts";
-import { pinnedSubject, type RevocationList } from "../authz/revocations.ts";
+import type { InstallationLookup } from "../ports/policy-ports.ts";
+import { pinnedSubject } from "../authz/revocation-gate.ts";
+import type { RevocationList } from "../kube-watch/revocations.ts";
 import { publishRevoked } from "../metrics/events.ts";
 import { isUuid } from "../tokens/claim-formats.ts";
 

@@ -4,17 +4,17 @@
  */
 import { readFileSync } from "node:fs";
 import type { Logger } from "pino";
-import { discoveryEndpoint } from "../konfidence/discovery-url.ts";
+import { discoveryEndpoint } from "../konfidence-model/discovery-url.ts";
 import { OidcProviders } from "../konfidence/oidc.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";
 import { ProjectIndex } from "../konfidence/project-index.ts";
 import { ProviderHttp } from "../konfidence/provider-http.ts";
 import { RegisteredProjects } from "../konfidence/registered-projects.ts";
 import { OidcSessions } from "../konfidence/session.ts";
-import type { ProviderTrust } from "../konfidence/subjects.ts";
+import type { ProviderTrust } from "../konfidence-model/subjects.ts";
 import { ConfigError } from "../config/load.ts";
 import type { KonfidenceConfig } from "../config/konfidence-schema.ts";
-import { type Cluster, Clusters } from "../kube/clusters.ts";
+import { type Cluster, Clusters } from "../kube-fleet/clusters.ts";
 
 export interface KonfidenceConnection {
   readonly ports: KonfidencePorts;

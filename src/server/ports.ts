@@ -11,24 +11,24 @@ import type {
   KnownClusters,
   ServiceAccountTokens,
   UserAccessReview,
-} from "../authz/ports.ts";
-import type { RevocationList } from "../authz/revocations.ts";
+} from "../ports/policy-ports.ts";
+import type { RevocationList } from "../kube-watch/revocations.ts";
 import { readSecret } from "../config/load.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
-import { ClusterDiscovery } from "../envoy/cluster-discovery.ts";
+import { ClusterDiscovery } from "../deploy/cluster-discovery.ts";
 import { OpenFgaCanView } from "../fga/can-view.ts";
 import { storeRef } from "../fga/store.ts";
 import type { KonfidencePorts } from "../konfidence/ports.ts";
-import { Clusters } from "../kube/clusters.ts";
-import { type ChangeTargets, ClusterChangeFeeds } from "../kube/cluster-change-feeds.ts";
-import { ClusterRegistry } from "../kube/cluster-registry.ts";
-import { InstallationIndex } from "../kube/installation-index.ts";
-import { FLEET_LIST_SLOTS } from "../kube/list-slots.ts";
-import { RevocationIndex } from "../kube/revocation-index.ts";
-import { type RulesReviews, SelfSubjectRulesReviews } from "../kube/rules-review.ts";
-import { TokenRequests } from "../kube/service-account-tokens.ts";
-import { SubjectAccessReviews } from "../kube/user-access-review.ts";
-import type { FleetState, IndexSizes } from "../metrics/prometheus.ts";
+import { Clusters } from "../kube-fleet/clusters.ts";
+import { type ChangeTargets, ClusterChangeFeeds } from "../kube-watch/cluster-change-feeds.ts";
+import { ClusterRegistry } from "../kube-watch/cluster-registry.ts";
+import { InstallationIndex } from "../kube-watch/installation-index.ts";
+import { FLEET_LIST_SLOTS } from "../kube-fleet/list-slots.ts";
+import { RevocationIndex } from "../kube-watch/revocation-index.ts";
+import { type RulesReviews, SelfSubjectRulesReviews } from "../kube-calls/rules-review.ts";
+import { TokenRequests } from "../kube-calls/service-account-tokens.ts";
+import { SubjectAccessReviews } from "../kube-calls/user-access-review.ts";
+import type { FleetState, IndexSizes } from "./prometheus.ts";
 import { clusterFleet } from "./cluster-fleet.ts";
 import { connectKonfidence } from "./konfidence-ports.ts";
 import type { DependencyState } from "./readiness.ts";

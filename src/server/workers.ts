@@ -7,7 +7,7 @@
  *
  * The admin port is the primary's, so that one scrape or probe sees every worker: /metrics sums the
  * workers' registries (prom-client's AggregatorRegistry over the cluster IPC channel; see the
- * aggregators in src/metrics/prometheus.ts), /readyz is ready only while all N workers listen and
+ * aggregators in src/server/prometheus.ts), /readyz is ready only while all N workers listen and
  * each is ready (readiness.ts), and POST /explain is handed to one worker. A worker that does not
  * answer within ADMIN_ANSWER_MS counts as not ready; a scrape fails (500) when a worker does not
  * answer prom-client's request within its 5 s.

@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import { errorSummary } from "../redaction/error-cause.ts";
 import type { Config } from "../config/schema.ts";
 import { type CacheLookup, cacheLookups, type CheckDecision, checkDecisions } from "../metrics/events.ts";
-import { BUILD } from "../metrics/prometheus.ts";
+import { BUILD } from "../metrics/build-info.ts";
 import { annotateCurrentSpan, ATTRIBUTES, useTracer } from "./spans.ts";
 
 export interface Tracing {

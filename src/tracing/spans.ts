@@ -8,7 +8,6 @@
  */
 import { type Attributes, context, propagation, SpanKind, SpanStatusCode, type TextMapGetter, trace, type Tracer } from "@opentelemetry/api";
 import { type CheckRequestMessage, headerEntryValue } from "../envoy/check-request.ts";
-import type { CheckResponseMessage } from "../envoy/check-response.ts";
 
 let tracer: Tracer | undefined;
 
@@ -30,14 +29,19 @@ export const ATTRIBUTES = {
   cachePrefix: "portcullis.cache.",
 } as const;
 
-type Check = (message: CheckRequestMessage) => Promise<CheckResponseMessage>;
+/** What the Check span reads of an answer: its gRPC status code (the CheckResponse is authz's). */
+interface CheckAnswer {
+  readonly status: { readonly code: number };
+}
+
+type Check<R extends CheckAnswer> = (message: CheckRequestMessage) => Promise<R>;
 
 /** A gRPC call's metadata (grpc-js's Metadata has this shape). */
 export interface CallMetadata {
   get(key: string): Array<string | Buffer>;
 }
 
-export type TracedCheck = (message: CheckRequestMessage, metadata?: CallMetadata) => Promise<CheckResponseMessage>;
+export type TracedCheck<R extends CheckAnswer> = (message: CheckRequestMessage, metadata?: CallMetadata) => Promise<R>;
 
 /**
  * Wraps a checker so each Check is a server span; with tracing off, the checker itself.
@@ -46,7 +50,7 @@ export type TracedCheck = (message: CheckRequestMessage, metadata?: CallMetadata
  * the call's gRPC metadata, a child of Envoy's span for the HTTP request. Without one there (Envoy
  * not tracing), the `traceparent` of the request being authorized, from the CheckRequest's headers.
  */
-export function tracedChecks(check: Check): TracedCheck {
+export function tracedChecks<R extends CheckAnswer>(check: Check<R>): TracedCheck<R> {
   if (tracer === undefined) return check;
   return (message, metadata) => {
     if (tracer === undefined) return check(message);

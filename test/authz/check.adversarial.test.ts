@@ -13,7 +13,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REASONS } from "../../src/authz/reasons.ts";
-import type { AccessAttributes } from "../../src/authz/ports.ts";
+import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
 import type { CheckResponse } from "../support/envoy.ts";
 import { envoyCheckRequest, summarize } from "../support/envoy.ts";
 import { FakeWorld } from "../support/fakes.ts";

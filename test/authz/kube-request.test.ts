@@ -2,7 +2,7 @@
  * readKubeRequest: the one reading of the Kubernetes request behind a kube-api-proxy path, row by
  * row — not-found, bad-request in the path or past it (with what was asked, for the audit line), and
  * ok with the attributes the user's SubjectAccessReview asks. The RequestInfo rules themselves are
- * test/kube/request-info.test.ts's (and its differential test against Go's).
+ * test/kube-reading/request-info.test.ts's (and its differential test against Go's).
  */
 import { describe, expect, it } from "vitest";
 import { askedOf, readKubeRequest, reviewAttributes } from "../../src/authz/kube-request.ts";

@@ -13,9 +13,10 @@ import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { createChecker } from "../../src/authz/check.ts";
 import { allow } from "../../src/authz/decision.ts";
-import { POLICY_NAMES, type Policy } from "../../src/authz/policy.ts";
+import type { Policy } from "../../src/authz/policy.ts";
+import { POLICY_NAMES } from "../../src/config/policy-names.ts";
 import { unsafePath } from "../../src/authz/request-mode.ts";
-import { buildRouteTable } from "../../src/authz/route-table.ts";
+import { buildRouteTable } from "../../src/config/route-table.ts";
 import { loadConfig } from "../../src/config/load.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");

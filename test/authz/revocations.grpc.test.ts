@@ -7,7 +7,7 @@
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { Revocation } from "../../src/authz/revocations.ts";
+import type { Revocation } from "../../src/kube-watch/revocations.ts";
 import type { RevokedRequest } from "../../src/metrics/events.ts";
 import { installationServiceConstructor } from "../../src/server/installation-service.ts";
 import { FakeWorld, installation } from "../support/fakes.ts";

@@ -46,7 +46,7 @@ describe("docs/operations.md", () => {
     expect(troubleshooting).toMatch(new RegExp(`^\\| \`${code}\` \\| ${REASONS[code].http} \\| [^|]+ \\| [^|]+ \\|$`, "m"));
   });
 
-  const metrics = [...read("src/metrics/prometheus.ts").matchAll(/name: "(portcullis_[a-z_]+)"/g)].map((m) => m[1]!);
+  const metrics = [...read("src/server/prometheus.ts").matchAll(/name: "(portcullis_[a-z_]+)"/g)].map((m) => m[1]!);
   it("finds the metrics the server registers", () => {
     expect(metrics.length).toBeGreaterThan(5);
   });

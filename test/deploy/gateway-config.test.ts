@@ -21,7 +21,7 @@ import {
   renderGatewayYaml,
   type GatewayOptions,
 } from "../../src/deploy/gateway-config.ts";
-import { buildRouteTable, routeFinder } from "../../src/authz/route-table.ts";
+import { buildRouteTable, routeFinder } from "../../src/config/route-table.ts";
 import { cli } from "../cli/run.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");

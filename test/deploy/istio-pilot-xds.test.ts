@@ -20,7 +20,7 @@ import * as grpc from "@grpc/grpc-js";
 import type protobuf from "protobufjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { buildRouteTable, routeFinder } from "../../src/authz/route-table.ts";
+import { buildRouteTable, routeFinder } from "../../src/config/route-table.ts";
 import { extAuthzTimeoutMs } from "../../src/deploy/envoy-config.ts";
 import { gatewayManifests, gatewayRoutes, istioMeshConfig, placeRules, type GatewayOptions, type GatewayRoute } from "../../src/deploy/gateway-config.ts";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";

@@ -189,7 +189,7 @@ describe("monitoring", () => {
   });
 
   it("every portcullis metric an alert reads is one the server registers", () => {
-    const registered = new Set([...read("src/metrics/prometheus.ts").matchAll(/name: "(portcullis_[a-z_]+)"/g)].map((m) => m[1]!));
+    const registered = new Set([...read("src/server/prometheus.ts").matchAll(/name: "(portcullis_[a-z_]+)"/g)].map((m) => m[1]!));
     const exprs = rule["spec"].groups.flatMap((g: Manifest) => g["rules"].map((r: Manifest) => r["expr"] as string));
     const unknown = exprs.flatMap(metricsIn).filter((name: string) => name.startsWith("portcullis_") && !registered.has(name));
     expect(registered.size).toBeGreaterThan(5);
@@ -236,12 +236,21 @@ describe("memory", () => {
 });
 
 describe("installs from the committed lockfile", () => {
-  it.each([
-    [".ci/run", /^npm ci\b/m],
-    ["Dockerfile", /^RUN npm ci --omit=dev\b/m],
-  ])("%s runs npm ci, never npm install", (file, pattern) => {
-    const text = read(file);
-    expect(text).toMatch(pattern);
-    expect(text.split("\n").filter((l) => !l.trimStart().startsWith("#"))).not.toContainEqual(expect.stringMatching(/npm install/));
+  const commands = (file: string) => read(file).split("\n").filter((l) => !l.trimStart().startsWith("#"));
+
+  it("the Dockerfile runs npm ci, never npm install", () => {
+    expect(read("Dockerfile")).toMatch(/^RUN npm ci --omit=dev\b/m);
+    expect(commands("Dockerfile")).not.toContainEqual(expect.stringMatching(/npm install/));
+  });
+
+  it("CI installs with npm ci, then runs the README's npm install only to fail if it changes the tree", () => {
+    const lines = commands(".ci/run");
+    const ci = lines.findIndex((l) => /^npm ci\b/.test(l));
+    const installs = lines.flatMap((l, at) => (/^\s*npm install(\s|$)/.test(l) ? [at] : []));
+    expect(ci).toBeGreaterThanOrEqual(0);
+    expect(installs.map((at) => lines[at])).toEqual(["npm install --no-audit --no-fund"]);
+    expect(installs[0]!).toBeGreaterThan(ci);
+    expect(lines[installs[0]! + 1]).toBe('tree_unchanged "npm install"');
+    expect(lines.slice(ci + 1, installs[0]!)).toContain('tree_unchanged "npm ci"');
   });
 });

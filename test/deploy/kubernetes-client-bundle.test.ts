@@ -1,5 +1,5 @@
 /**
- * client-node's bundle, `#kubernetes-client` (src/kube/kubernetes-client.ts says why): built from
+ * client-node's bundle, `#kubernetes-client` (src/kube-fleet/kubernetes-client.ts says why): built from
  * the installed client-node and the entry as it is now; client-node's own code and nothing else,
  * its dependencies left as imports; exactly the classes the entry names, each client-node's own;
  * the only way src/ reaches client-node; and what the image's build stage copies is all the
@@ -109,7 +109,7 @@ describe("the image builds it", () => {
 
   it("from the files the stage copies (and .dockerignore lets through): the same code", { timeout: 60_000 }, () => {
     const copies = [...stage![1]!.matchAll(/^COPY (\S+) (\S+)$/gm)].map((m) => m[1]!).filter((source) => !source.startsWith("package"));
-    expect(copies.sort()).toEqual(["scripts/bundle-kubernetes-client.ts", "src/kube/kubernetes-client.ts"]);
+    expect(copies.sort()).toEqual(["scripts/bundle-kubernetes-client.ts", "src/kube-fleet/kubernetes-client.ts"]);
     const ignore = readFileSync(join(ROOT, ".dockerignore"), "utf8").split("\n");
     for (const source of copies) expect(ignore.some((line) => line === `!${source}` || line === `!${source.split("/")[0]}/`), source).toBe(true);
     const dir = mkdtempSync(join(tmpdir(), "portcullis-bundle-stage-"));

@@ -31,7 +31,7 @@ import { CoreV1Api, type KubeConfig, RbacAuthorizationV1Api, type V1Secret } fro
 import type { OpenFgaClient } from "@openfga/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { envoyRoot } from "../../src/envoy/bootstrap.ts";
-import { CLUSTER_TYPE_URL } from "../../src/envoy/cluster-discovery.ts";
+import { CLUSTER_TYPE_URL } from "../../src/deploy/cluster-discovery.ts";
 import { type AuthorizationClient, authorizationClient, LOAD_OPTIONS } from "../../src/envoy/protos.ts";
 import { kubeConfig, type KubeApiserver, type OpenFGA, startKubeApiserver, startOpenFGA } from "../harness/index.ts";
 import { type CheckResponse, envoyCheckRequest, summarize } from "../support/envoy.ts";

@@ -27,7 +27,7 @@ import {
 } from "@kubernetes/client-node";
 import type { OpenFgaClient } from "@openfga/sdk";
 import { Agent, fetch as undiciFetch } from "undici";
-import { REVOCATIONS } from "../../src/authz/revocations.ts";
+import { REVOCATIONS } from "../../src/kube-watch/revocations.ts";
 import { revocationObject } from "../../src/cli/revoke.ts";
 import { authorizationClient, type AuthorizationClient } from "../../src/envoy/protos.ts";
 import { applyManifests, kubeConfig, startKubeApiserver, startOpenFGA, type KubeApiserver, type OpenFGA } from "../harness/index.ts";
@@ -445,7 +445,7 @@ const revokedInstallation = (world: FreshnessWorld) => revocationObject({ scope:
 const nameOf = (obj: Record<string, unknown>) => (obj["metadata"] as { name: string }).name;
 
 const SAR_EVENT = "RBAC watch event (kube-rbac) → SubjectAccessReview answers dropped";
-/** A hung change-feed watch is aborted 2 s past its 1 s timeout (src/kube/change-feed-watch.ts) and opened again on a new connection. */
+/** A hung change-feed watch is aborted 2 s past its 1 s timeout (src/kube-watch/change-feed-watch.ts) and opened again on a new connection. */
 const STALL = "the hung watch's stall detection (1 s timeout + 2 s grace), then a new watch's event";
 const SAR_TTL = `${STALL}; at most the SubjectAccessReview allow TTL (kube.sar.allowTtlMs, ${DEFAULT_ALLOW_TTL_MS / 1000} s)`;
 

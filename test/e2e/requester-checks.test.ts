@@ -1,5 +1,5 @@
 /**
- * user ∩ plugin where kube-apiserver authorizes inside its handlers (src/kube/requester-checks.ts),
+ * user ∩ plugin where kube-apiserver authorizes inside its handlers (src/kube-reading/requester-checks.ts),
  * against a real kube-apiserver: those checks are made for the requester, which on the PluginToken
  * path is the plugin's ServiceAccount, so the gateway must ask them of the user. Each case shows
  * the API server's side (what the plugin's ServiceAccount alone gets) and the gateway's refusal.

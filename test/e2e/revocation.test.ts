@@ -9,7 +9,7 @@ import { execFile } from "node:child_process";
 import * as grpc from "@grpc/grpc-js";
 import { CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { REVOCATIONS } from "../../src/authz/revocations.ts";
+import { REVOCATIONS } from "../../src/kube-watch/revocations.ts";
 import { revocationObject } from "../../src/cli/revoke.ts";
 import { connectPorts, type ConnectedPorts } from "../../src/server/ports.ts";
 import { installationServiceConstructor } from "../../src/server/installation-service.ts";

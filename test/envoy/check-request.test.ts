@@ -5,7 +5,7 @@ import { fromCheckRequest, goQuery } from "../../src/envoy/check-request.ts";
 const entries = (q: URLSearchParams) => [...new Set(q.keys())].sort().map((k) => [k, q.getAll(k)]);
 
 // Go's url.ParseQuery as kube-apiserver's handlers call it (req.URL.Query(), the error ignored), row
-// by row; test/kube/request-info.differential.test.ts asks Go itself rows like these. `error` is what
+// by row; test/kube-reading/request-info.differential.test.ts asks Go itself rows like these. `error` is what
 // portcullis refuses: only what it cannot read as every kube-apiserver does.
 describe("goQuery: the query as kube-apiserver reads it (url.ParseQuery, error ignored), and what cannot be read so", () => {
   it.each([

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseConfig } from "../../src/config/load.ts";
-import { DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence/permissions.ts";
+import { DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence-model/permissions.ts";
 import { providerTrust } from "../../src/server/konfidence-ports.ts";
 
 const BASE = `

@@ -7,7 +7,7 @@ import { decodeJwt, SignJWT } from "jose";
 import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import type { KonfidencePorts, ProjectLookup, SessionTokens, SessionVerification, TokenVerification, WorkloadTokens } from "../../src/konfidence/ports.ts";
 import { type ProjectObject, ProjectStore } from "../../src/konfidence/project-index.ts";
-import type { ProviderTrust } from "../../src/konfidence/subjects.ts";
+import type { ProviderTrust } from "../../src/konfidence-model/subjects.ts";
 import { FakeWorld } from "../support/fakes.ts";
 
 export const GITHUB_ISSUER = "https://token.actions.githubusercontent.com";

@@ -4,11 +4,11 @@
  * up to the gate that denied. In process, over the scenario's Projects and a session provider fake.
  */
 import { describe, expect, it } from "vitest";
-import { emptyAuditTrail } from "../../src/audit/trail.ts";
+import { emptyAuditTrail } from "../../src/authz/audit-trail.ts";
 import { konfidenceApi } from "../../src/authz/policies/konfidence-api.ts";
 import { traced } from "../../src/authz/trace.ts";
 import type { HttpRequest } from "../../src/envoy/check-request.ts";
-import { compilePermissions, compileRoutes, DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence/permissions.ts";
+import { compilePermissions, compileRoutes, DEFAULT_PERMISSIONS, DEFAULT_ROUTES } from "../../src/konfidence-model/permissions.ts";
 import { ProjectStore } from "../../src/konfidence/project-index.ts";
 import { mintToken } from "./fakes.ts";
 import { konfidenceScenario, type ScenarioRequest } from "./scenario.ts";

@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { compileProject, type ProjectObject, ProjectStore } from "../../src/konfidence/project-index.ts";
 import type { CompiledProject } from "../../src/konfidence/ports.ts";
-import type { ContestedClaim } from "../../src/kube/sole-claims.ts";
+import type { ContestedClaim } from "../../src/kube-watch/sole-claims.ts";
 import { listedOnce, replay, watchEvents } from "../support/watch-events.ts";
 import { AUD, CI_NET, GITHUB } from "./fakes.ts";
 

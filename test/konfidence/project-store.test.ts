@@ -6,8 +6,8 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { ProjectStore, reportProblems } from "../../src/konfidence/project-index.ts";
-import { createMetrics } from "../../src/metrics/prometheus.ts";
-import type { BindingProblem } from "../../src/konfidence/role-bindings.ts";
+import { createMetrics } from "../../src/server/prometheus.ts";
+import type { BindingProblem } from "../../src/konfidence-model/role-bindings.ts";
 import { AUD, GITHUB, project } from "./fakes.ts";
 
 const GITLAB = "https://gitlab.example.com/.well-known/openid-configuration";

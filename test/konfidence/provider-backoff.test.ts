@@ -13,7 +13,7 @@ import { ProjectStore } from "../../src/konfidence/project-index.ts";
 import { OidcProviders } from "../../src/konfidence/oidc.ts";
 import { ProviderHttp } from "../../src/konfidence/provider-http.ts";
 import type { ProviderBackoffChange } from "../../src/metrics/events.ts";
-import { createMetrics } from "../../src/metrics/prometheus.ts";
+import { createMetrics } from "../../src/server/prometheus.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, testConfig } from "../support/server.ts";
 import { project } from "./fakes.ts";

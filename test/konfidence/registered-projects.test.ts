@@ -9,7 +9,7 @@ import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { RegisteredProjects } from "../../src/konfidence/registered-projects.ts";
 import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
-import { connectCluster } from "../../src/kube/clusters.ts";
+import { connectCluster } from "../../src/kube-fleet/clusters.ts";
 
 const K = "a1a1a1a1-0000-4000-8000-00000000000a";
 /** Nothing listens on port 1: the watch's list fails, its index never syncs. */

@@ -1,14 +1,14 @@
 /**
  * The per-check histograms (portcullis_check_duration_seconds by policy,
  * portcullis_grpc_server_handling_seconds by method) are counted into plain arrays per check and
- * handed to prom-client at scrape time (src/metrics/prometheus.ts ObservationCounts): a scrape must
+ * handed to prom-client at scrape time (src/server/prometheus.ts ObservationCounts): a scrape must
  * read exactly what prom-client's own observe() would have recorded, bucket by bucket, across scrapes.
  */
 import { Histogram, Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { grpcCallsHandled } from "../../src/metrics/grpc-server.ts";
 import { publishDecision } from "../../src/metrics/events.ts";
-import { createMetrics } from "../../src/metrics/prometheus.ts";
+import { createMetrics } from "../../src/server/prometheus.ts";
 
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 // Sums of these are exact in binary floating point, so the order of additions cannot move a digit.

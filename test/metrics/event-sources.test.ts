@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { FeedState } from "../../src/cache/freshness.ts";
-import { createMetrics } from "../../src/metrics/prometheus.ts";
+import { createMetrics } from "../../src/server/prometheus.ts";
 
 describe("event source metrics", () => {
   it("show each source's scope as synced with its lag, or unsynced without one, as the feeds say at scrape time", async () => {

@@ -4,9 +4,9 @@ import { describe, expect, it } from "vitest";
 import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { createAdminServer } from "../../src/server/admin.ts";
 import { type CanI, type CanIList, createCanI, decide, ruleRows } from "../../src/server/can-i.ts";
-import type { Installation } from "../../src/authz/ports.ts";
-import type { RevocationList } from "../../src/authz/revocations.ts";
-import type { RuleRequest, RuleSet } from "../../src/kube/rules-intersection.ts";
+import type { Installation } from "../../src/ports/policy-ports.ts";
+import type { RevocationList } from "../../src/kube-watch/revocations.ts";
+import type { RuleRequest, RuleSet } from "../../src/kube-reading/rules-intersection.ts";
 
 const set = (resourceRules: RuleSet["resourceRules"], nonResourceRules: RuleSet["nonResourceRules"] = [], incomplete = false): RuleSet => ({ resourceRules, nonResourceRules, incomplete });
 const side = (rules: RuleSet) => ({ serviceAccount: "ns/sa", exists: true, rules, evaluationError: "" });

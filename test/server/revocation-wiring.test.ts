@@ -4,7 +4,7 @@
  * than served as "nothing is revoked".
  */
 import { describe, expect, it } from "vitest";
-import { NO_REVOCATIONS } from "../../src/authz/revocations.ts";
+import { NO_REVOCATIONS } from "../../src/kube-watch/revocations.ts";
 import { policiesFor, revocationListFor } from "../../src/server/policies.ts";
 import type { PolicyPorts } from "../../src/server/ports.ts";
 import { FakeWorld } from "../support/fakes.ts";

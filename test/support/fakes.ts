@@ -5,9 +5,9 @@
 import type { PluginRequestAudit } from "../../src/audit/plugin-request.ts";
 import type { PluginTokenReplayAudit } from "../../src/audit/plugin-token-replay.ts";
 import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
-import { kubeApiEnvoyCluster } from "../../src/authz/kube-api-upstream.ts";
-import type { AccessAttributes, Installation } from "../../src/authz/ports.ts";
-import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/authz/revocations.ts";
+import { kubeApiEnvoyCluster } from "../../src/envoy/kube-api-upstream.ts";
+import type { AccessAttributes, Installation } from "../../src/ports/policy-ports.ts";
+import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/kube-watch/revocations.ts";
 import { safeHeaderValue } from "../../src/headers/mutations.ts";
 import type { PolicyPorts } from "../../src/server/ports.ts";
 import { ids, PINNED_HASH } from "./tokens.ts";
@@ -68,7 +68,7 @@ export class FakeWorld implements PolicyPorts {
   serviceAccountTokens = {
     token: (clusterId: string, namespace: string, name: string) => {
       this.calls.push(`token ${clusterId} ${namespace}/${name}`);
-      // The real port checks a token once, when it caches it (src/kube/service-account-tokens.ts).
+      // The real port checks a token once, when it caches it (src/kube-calls/service-account-tokens.ts).
       return answer("kube-apiserver", this.tokenAnswer(clusterId, namespace, name)).then((token) => {
         if (token === undefined) return undefined;
         const safe = safeHeaderValue(token);

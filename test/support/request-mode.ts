@@ -16,7 +16,7 @@
  * (test/authz/request-mode.test.ts holds them).
  */
 import { afterAll, expect } from "vitest";
-import { buildRouteTable, routeFinder, routeTableProblems } from "../../src/authz/route-table.ts";
+import { buildRouteTable, routeFinder, routeTableProblems } from "../../src/config/route-table.ts";
 import { envoySchema } from "../../src/config/envoy-schema.ts";
 import type { Config } from "../../src/config/schema.ts";
 import type { CheckResponse } from "./envoy.ts";

@@ -8,8 +8,8 @@
  */
 import fc from "fast-check";
 import type { KubernetesObject } from "#kubernetes-client";
-import type { IndexStore } from "../../src/kube/watched-index.ts";
-import { watchKey } from "../../src/kube/sole-claims.ts";
+import type { IndexStore } from "../../src/kube-watch/watched-index.ts";
+import { watchKey } from "../../src/kube-watch/sole-claims.ts";
 
 export type WatchEvent<T> =
   | { readonly kind: "put"; readonly obj: T }

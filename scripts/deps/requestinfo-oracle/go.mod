@@ -1,4 +1,4 @@
-// The differential oracle of test/kube/request-info.differential.test.ts (see
+// The differential oracle of test/kube-reading/request-info.differential.test.ts (see
 // main.go). k8s.io/apiserver is pinned to the release that matches the
 // kube-apiserver in ../kube-apiserver/go.mod (v1.37.2 ↔ v0.37.2).
 module portcullis.local/deps/requestinfo-oracle

@@ -30,11 +30,11 @@ import type { Policy } from "../policy.ts";
 import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { isSafeHeaderValue, mutations } from "../../headers/mutations.ts";
-import { discoveryEndpointFor } from "../../konfidence/discovery-url.ts";
+import { discoveryEndpointFor } from "../../konfidence-model/discovery-url.ts";
 import { unverifiedIssuer } from "../../konfidence/oidc.ts";
-import type { Permissions, RouteTable } from "../../konfidence/permissions.ts";
+import type { Permissions, RouteTable } from "../../konfidence-model/permissions.ts";
 import type { ProjectLookup, SessionTokens, WorkloadTokens } from "../../konfidence/ports.ts";
-import { type Caller, rolesOf } from "../../konfidence/role-bindings.ts";
+import { type Caller, rolesOf } from "../../konfidence-model/role-bindings.ts";
 import { type SessionCredentialSource, sessionCredential } from "../../konfidence/session.ts";
 import { bearerToken, type CredentialLookup } from "../../tokens/credentials.ts";
 

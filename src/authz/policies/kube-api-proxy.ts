@@ -13,7 +13,7 @@
  * carrier the request's form does not read (the cookie on a proxy subresource, an Origin the
  * Console does not have), is audited with the denial the request gets.
  */
-import type { AuditTrail } from "../../audit/trail.ts";
+import type { AuditTrail } from "../audit-trail.ts";
 import { allow, type Decision, deny, type Deny } from "../decision.ts";
 import { carriedPluginToken, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
@@ -27,17 +27,18 @@ import type {
   KnownClusters,
   ServiceAccountTokens,
   UserAccessReview,
-} from "../ports.ts";
+} from "../../ports/policy-ports.ts";
 import { prefetch } from "../started.ts";
 import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { bearerCredential, mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
-import { KUBE_API_CLUSTER_HEADER } from "../kube-api-upstream.ts";
-import { parseGatewayPath } from "../../kube/gateway-path.ts";
-import type { RequestInfo } from "../../kube/request-info.ts";
-import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
+import { KUBE_API_CLUSTER_HEADER } from "../../envoy/kube-api-upstream.ts";
+import { parseGatewayPath } from "../../kube-reading/gateway-path.ts";
+import type { RequestInfo } from "../../kube-reading/request-info.ts";
+import { pluginServiceAccount, userServiceAccount } from "../../kube-reading/service-accounts.ts";
 import { installationDenial, type InstallationVerdict, installationVerdict } from "../installation.ts";
-import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
+import { revokedDenial, tokenSubject } from "../revocation-gate.ts";
+import type { RevocationList } from "../../kube-watch/revocations.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface KubeApiProxyDeps {

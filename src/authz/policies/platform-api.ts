@@ -19,7 +19,7 @@
  *    `Bearer <token>`, and beside it the fundament_auth cookie is removed (its other cookies go
  *    on); a WebSocket bearer subprotocol never goes on. Client-sent x-fundament-* never reach them.
  */
-import type { AuditTrail } from "../../audit/trail.ts";
+import type { AuditTrail } from "../audit-trail.ts";
 import { allow, deny, type Decision } from "../decision.ts";
 import { carriedPluginToken, FUNDAMENT_COOKIE, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";

@@ -14,12 +14,13 @@ import { identifyFundamentCaller, type AcceptedCredentials } from "../fundament-
 import { hasDotSegment } from "../dot-segments.ts";
 import type { Policy } from "../policy.ts";
 import { trace, traceVerdict } from "../trace.ts";
-import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../ports.ts";
+import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../../ports/policy-ports.ts";
 import { installationDenial, installationVerdict } from "../installation.ts";
-import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
+import { revokedDenial, tokenSubject } from "../revocation-gate.ts";
+import type { RevocationList } from "../../kube-watch/revocations.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
-import { pluginServiceAccount } from "../../kube/service-accounts.ts";
+import { pluginServiceAccount } from "../../kube-reading/service-accounts.ts";
 import type { TokenVerifier } from "../../tokens/fundament.ts";
 
 export interface PluginProxyDeps {

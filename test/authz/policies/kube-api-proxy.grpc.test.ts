@@ -13,7 +13,7 @@ const base = `/clusters/${ids.cluster}`;
 const SA_PLUGIN = "sa-token-for-plugin-cert-manager-plugin-cert-manager";
 const SA_USER = `sa-token-for-fundament-system-fundament-${ids.user}`;
 const OVERWRITE = ["OVERWRITE_IF_EXISTS_OR_ADD"];
-/** Routes a registered cluster's request in Envoy (src/authz/kube-api-upstream.ts): always the URL's cluster. */
+/** Routes a registered cluster's request in Envoy (src/envoy/kube-api-upstream.ts): always the URL's cluster. */
 const UPSTREAM = { "x-fundament-kube-api-cluster": `kube-api-${ids.cluster}` };
 
 let world: FakeWorld;

@@ -10,7 +10,7 @@
  * everything.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { AccessAttributes } from "../../../src/authz/ports.ts";
+import type { AccessAttributes } from "../../../src/ports/policy-ports.ts";
 import { FakeWorld } from "../../support/fakes.ts";
 import { startTestServer, type TestServer } from "../../support/server.ts";
 import { ids, pluginToken } from "../../support/tokens.ts";

@@ -1,0 +1,75 @@
+/**
+ * The TokenRequest adapter checks a ServiceAccount token once, when it caches it: the token becomes
+ * the Authorization header of every allowed request, and no response checks it again
+ * (src/headers/mutations.ts SafeHeaderValue). A token that is not a safe header value — CR/LF that
+ * would split the header, control characters, non-ASCII — is a broken answer: 503, never cached,
+ * never forwarded. Against the wire fake of kube-apiserver.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
+import { Clusters } from "../../src/kube-fleet/clusters.ts";
+import { TokenRequests } from "../../src/kube-calls/service-account-tokens.ts";
+import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
+
+const CLUSTER = "c1";
+let kube: FakeKubeApi;
+let clusters: Clusters;
+let dir: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "portcullis-sa-tokens-"));
+  kube = await new FakeKubeApi().start();
+  kube.serviceAccounts.add("plugin-x/plugin-x");
+  clusters = await Clusters.load([{ id: CLUSTER, kubeconfig: kube.writeKubeconfig(dir) }]);
+});
+afterAll(async () => {
+  await clusters.close();
+  await kube.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function tokens(): TokenRequests {
+  return new TokenRequests(clusters, { expirationSeconds: 3600, audiences: [], timeoutMs: 2_000, maxEntries: 100 });
+}
+
+describe("a token that is not a safe header value", () => {
+  it.each([
+    { name: "CR LF (a second header)", token: "abc\r\nx-fundament-user-id: admin" },
+    { name: "LF", token: "abc\ndef" },
+    { name: "NUL", token: "abc\u0000" },
+    { name: "DEL", token: "abc\u007f" },
+    { name: "a tab", token: "abc\tdef" },
+    { name: "non-ASCII", token: "abcé" },
+    { name: "U+2028", token: "abc\u2028" },
+    { name: "a lone surrogate", token: "abc\ud800" },
+  ])("$name: DependencyUnavailable, asked again next time (not cached)", async ({ token }) => {
+    kube.tokenText = token;
+    const port = tokens();
+    const before = kube.issuedTokens.length;
+    await expect(port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1")).rejects.toBeInstanceOf(DependencyUnavailable);
+    await expect(port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1")).rejects.toBeInstanceOf(DependencyUnavailable);
+    expect(kube.issuedTokens.length - before).toBe(2);
+  });
+});
+
+describe("a safe token", () => {
+  it.each([
+    { name: "a JWT", token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln" },
+    { name: "spaces and every visible ASCII character", token: " !\"#$%&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~ " },
+  ])("$name: returned as issued, and cached", async ({ token }) => {
+    kube.tokenText = token;
+    const port = tokens();
+    const before = kube.issuedTokens.length;
+    expect((await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1"))?.token).toBe(token);
+    expect((await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1"))?.token).toBe(token);
+    expect(kube.issuedTokens.length - before).toBe(1);
+  });
+
+  it("a ServiceAccount that does not exist: undefined, not an error", async () => {
+    kube.tokenText = undefined;
+    expect(await tokens().token(CLUSTER, "plugin-y", "plugin-y")).toBeUndefined();
+  });
+});

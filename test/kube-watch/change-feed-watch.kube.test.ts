@@ -1,0 +1,255 @@
+/**
+ * The kube change feeds (src/kube-watch/cluster-change-feeds.ts) against a real kube-apiserver, reached
+ * through a TCP proxy that can stall it, with the real SubjectAccessReview and TokenRequest caches:
+ *  - what the server offers: on a quiet resource no bookmark comes, even at timeoutSeconds 3; a
+ *    watch ends cleanly at its timeout — so the proof advances about every second on a quiet cluster;
+ *  - a RoleBinding deleted in one namespace drops that namespace's answers only, at once; a
+ *    ClusterRole narrowed drops the cluster's (and how many answers the narrowing keeps);
+ *  - a stalled API server (TCP alive, no bytes) stops the proof within about two seconds;
+ *  - a ServiceAccount deleted and re-created drops its token, and a cached "no such account".
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Watch } from "@kubernetes/client-node";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
+import { CACHE_LAG_MARGIN_MS, STALL_GRACE_MS, WATCH_TIMEOUT_SECONDS } from "../../src/kube-watch/change-feed-watch.ts";
+import { ClusterChangeFeeds } from "../../src/kube-watch/cluster-change-feeds.ts";
+import { Clusters } from "../../src/kube-fleet/clusters.ts";
+import { TokenRequests } from "../../src/kube-calls/service-account-tokens.ts";
+import { SubjectAccessReviews } from "../../src/kube-calls/user-access-review.ts";
+import { type CacheInvalidation, type CacheLookup, cacheInvalidations, cacheLookups } from "../../src/metrics/events.ts";
+import { type KubeApiserver, kubeConfig, rawRequest, startKubeApiserver } from "../harness/index.ts";
+import { until } from "../support/wire-fakes/wired.ts";
+import { type StallProxy, startStallProxy } from "./support/stall-proxy.ts";
+
+const RBAC = "/apis/rbac.authorization.k8s.io/v1";
+const USER = "u1";
+const pods = (namespace: string, verb = "get"): AccessAttributes => ({ kind: "resource", verb, group: "", version: "v1", resource: "pods", subresource: "", namespace, name: "" });
+const NODES: AccessAttributes = { kind: "resource", verb: "list", group: "", version: "v1", resource: "nodes", subresource: "", namespace: "", name: "" };
+
+let api: KubeApiserver;
+let proxy: StallProxy;
+let clusters: Clusters;
+let feeds: ClusterChangeFeeds;
+let reviews: SubjectAccessReviews;
+let tokens: TokenRequests;
+let dir: string;
+const warnings: string[] = [];
+const lookups: string[] = [];
+const invalidations: CacheInvalidation[] = [];
+const onLookup = (m: unknown) => void lookups.push(`${(m as CacheLookup).cache} ${(m as CacheLookup).outcome}`);
+const onInvalidation = (m: unknown) => void invalidations.push(m as CacheInvalidation);
+
+async function apply(method: string, path: string, body?: unknown): Promise<unknown> {
+  const { status, json } = await rawRequest(api, method, path, body);
+  if (status >= 300) throw new Error(`${method} ${path}: ${status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+const binding = (namespace: string) => ({
+  metadata: { name: "read-pods", namespace },
+  roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "pod-reader" },
+  subjects: [{ kind: "ServiceAccount", name: `fundament-${USER}`, namespace: "fundament-system" }],
+});
+
+/** Runs `ask` and returns what the SubjectAccessReview cache said of it (hit, miss…). */
+async function outcomeOf<T>(ask: () => Promise<T>): Promise<{ value: T; outcomes: string[] }> {
+  const from = lookups.length;
+  const value = await ask();
+  return { value, outcomes: lookups.slice(from).filter((l) => l.startsWith("subject_access_review ")).map((l) => l.split(" ")[1]!) };
+}
+
+beforeAll(async () => {
+  api = await startKubeApiserver();
+  const port = Number(new URL(api.url).port);
+  proxy = await startStallProxy({ host: "127.0.0.1", port });
+  dir = mkdtempSync(join(tmpdir(), "change-feeds-"));
+  const kubeconfig = join(dir, "kubeconfig");
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "p", cluster: { server: `https://127.0.0.1:${proxy.port}`, "certificate-authority-data": Buffer.from(api.caPem).toString("base64") } }],
+      users: [{ name: "p", user: { token: api.adminToken } }],
+      contexts: [{ name: "p", context: { cluster: "p", user: "p" } }],
+      "current-context": "p",
+    }),
+    { mode: 0o600 },
+  );
+  for (const name of ["fundament-system", "team-a", "team-b", "plugin-x", "plugin-y"]) await apply("POST", "/api/v1/namespaces", { metadata: { name } });
+  await apply("POST", `${RBAC}/clusterroles`, { metadata: { name: "pod-reader" }, rules: [{ apiGroups: [""], resources: ["pods"], verbs: ["get", "list"] }] });
+  for (const namespace of ["team-a", "team-b"]) await apply("POST", `${RBAC}/namespaces/${namespace}/rolebindings`, binding(namespace));
+  await apply("POST", "/api/v1/namespaces/plugin-x/serviceaccounts", { metadata: { name: "plugin-x" } });
+
+  cacheLookups.subscribe(onLookup);
+  cacheInvalidations.subscribe(onInvalidation);
+  clusters = await Clusters.load([{ id: "c", kubeconfig }]);
+  const logger = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
+  feeds = new ClusterChangeFeeds({ logger, targets: () => ({ reviews, tokens }) });
+  // Denials kept unproven as long as allows: the proof lags by up to ~2.3 s (a watch's second, the watch
+  // cache's margin, the reconnect), so a 2 s denial past its TTL would be a hit only some of the time.
+  reviews = new SubjectAccessReviews(clusters, { timeoutMs: 2_000, allowTtlMs: 5_000, denyTtlMs: 5_000, maxEntries: 1_000, rbac: { feed: feeds.rbac, safetyNetTtlMs: 60_000 } });
+  tokens = new TokenRequests(clusters, { expirationSeconds: 600, audiences: [], timeoutMs: 2_000, maxEntries: 100 });
+  feeds.add(clusters.get("c")!);
+  await until(() => feeds.describe().every((s) => s.synced), 20_000, "every feed to list and prove");
+}, 120_000);
+
+afterAll(async () => {
+  cacheLookups.unsubscribe(onLookup);
+  cacheInvalidations.unsubscribe(onInvalidation);
+  await feeds?.stop();
+  await clusters?.close();
+  await proxy?.stop();
+  await api?.stop();
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("what kube-apiserver offers a quiet watch", () => {
+  it.each([1, 3])("timeoutSeconds=%i with bookmarks asked: no bookmark, no event, a clean end at the timeout", async (seconds) => {
+    const { json } = await rawRequest(api, "GET", `${RBAC}/clusterroles?limit=1`, undefined);
+    const from = (json as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+    const heard: string[] = [];
+    const sent = performance.now();
+    const ended = await new Promise<{ err: unknown; ms: number }>((resolve) => {
+      void new Watch(kubeConfig(api)).watch(
+        `${RBAC}/clusterroles`,
+        { resourceVersion: from, allowWatchBookmarks: true, timeoutSeconds: seconds },
+        (type) => heard.push(type),
+        (err) => resolve({ err, ms: performance.now() - sent }),
+      );
+    });
+    expect(heard).toEqual([]);
+    expect(ended.err).toBeNull();
+    expect(ended.ms).toBeGreaterThanOrEqual(seconds * 1_000);
+    expect(ended.ms).toBeLessThan(seconds * 1_000 + 500);
+  });
+});
+
+describe("the proof on a quiet cluster", () => {
+  it("advances about every second and stays within two and a half seconds of now", { timeout: 20_000 }, async () => {
+    const advances: number[] = [];
+    let worstLag = 0;
+    let last = feeds.rbac.provenUntil("c");
+    for (const started = performance.now(); performance.now() - started < 8_000; await sleep(20)) {
+      const proven = feeds.rbac.provenUntil("c");
+      expect(proven).toBeDefined();
+      if (proven !== last) advances.push(performance.now());
+      last = proven;
+      worstLag = Math.max(worstLag, performance.now() - proven!);
+    }
+    const gaps = advances.slice(1).map((t, i) => t - advances[i]!);
+    // The RBAC proof is the least of four watches' (each proves every ~1 s): it advances when the laggard's watch ends.
+    expect(advances.length).toBeGreaterThanOrEqual(6);
+    expect(Math.max(...gaps)).toBeLessThan(WATCH_TIMEOUT_SECONDS * 1_000 + 600);
+    expect(worstLag).toBeLessThan(2 * WATCH_TIMEOUT_SECONDS * 1_000 + CACHE_LAG_MARGIN_MS + 300);
+    expect(feeds.describe()).toEqual([
+      { source: "kube-rbac", scope: "c", synced: true, lagSeconds: expect.any(Number) },
+      { source: "kube-serviceaccounts", scope: "c", synced: true, lagSeconds: expect.any(Number) },
+    ]);
+  });
+});
+
+describe("RBAC changes drop what they can change, at once", () => {
+  it("a RoleBinding deleted in team-a drops team-a's answers only; the others are served from cache past their TTL", { timeout: 30_000 }, async () => {
+    expect(await reviews.allowed("c", USER, pods("team-a"))).toBe(true);
+    expect(await reviews.allowed("c", USER, pods("team-b"))).toBe(true);
+    expect(await reviews.allowed("c", USER, NODES)).toBe(false);
+    // Past the TTLs (5 s): the feed's proof is what keeps them served.
+    await sleep(5_500);
+    for (const asked of [pods("team-a"), pods("team-b"), NODES]) expect((await outcomeOf(() => reviews.allowed("c", USER, asked))).outcomes).toEqual(["hit"]);
+
+    const from = invalidations.length;
+    await apply("DELETE", `${RBAC}/namespaces/team-a/rolebindings/read-pods`);
+    const ms = await until(async () => !(await reviews.allowed("c", USER, pods("team-a"))), 3_000, "team-a's answer to turn");
+    expect(ms).toBeLessThan(1_000);
+    expect((await outcomeOf(() => reviews.allowed("c", USER, pods("team-b")))).outcomes).toEqual(["hit"]);
+    expect((await outcomeOf(() => reviews.allowed("c", USER, NODES))).outcomes).toEqual(["hit"]);
+    expect(invalidations.slice(from).filter((i) => i.cache === "subject_access_review")).toEqual([{ cache: "subject_access_review", source: "kube-rbac", cause: "rolebinding", entries: 1 }]);
+  });
+
+  it("the ClusterRole narrowed drops every answer of the cluster", { timeout: 30_000 }, async () => {
+    expect(await reviews.allowed("c", USER, pods("team-b"))).toBe(true);
+    const held = new Set([pods("team-a"), pods("team-b"), NODES]);
+    for (const asked of held) await reviews.allowed("c", USER, asked);
+    const from = invalidations.length;
+    await apply("PUT", `${RBAC}/clusterroles/pod-reader`, {
+      metadata: { name: "pod-reader", resourceVersion: ((await apply("GET", `${RBAC}/clusterroles/pod-reader`)) as { metadata: { resourceVersion: string } }).metadata.resourceVersion },
+      rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["get"] }],
+    });
+    const ms = await until(async () => !(await reviews.allowed("c", USER, pods("team-b"))), 3_000, "team-b's answer to turn");
+    expect(ms).toBeLessThan(1_000);
+    expect((await outcomeOf(() => reviews.allowed("c", USER, NODES))).outcomes).toEqual(["miss"]);
+    expect(invalidations.slice(from).filter((i) => i.cache === "subject_access_review")).toEqual([{ cache: "subject_access_review", source: "kube-rbac", cause: "clusterrole", entries: 3 }]);
+  });
+
+  it("what the namespace narrowing keeps: a RoleBinding change in one of 20 namespaces drops its 5 answers of the 100 asked, a ClusterRole change all of them", { timeout: 30_000 }, async () => {
+    const namespaces = Array.from({ length: 20 }, (_, i) => `ns-${i}`);
+    const verbs = ["get", "list", "watch", "create", "delete"];
+    for (const namespace of namespaces) for (const verb of verbs) await reviews.allowed("c", USER, pods(namespace, verb));
+    await reviews.allowed("c", USER, NODES);
+    await apply("POST", "/api/v1/namespaces", { metadata: { name: "ns-0" } });
+    const from = invalidations.length;
+    await apply("POST", `${RBAC}/namespaces/ns-0/rolebindings`, binding("ns-0"));
+    await until(() => invalidations.length > from, 3_000, "the RoleBinding's invalidation");
+    const narrowed = invalidations.slice(from).find((i) => i.cache === "subject_access_review");
+    expect(narrowed).toEqual({ cache: "subject_access_review", source: "kube-rbac", cause: "rolebinding", entries: verbs.length });
+    const whole = invalidations.length;
+    await apply("DELETE", `${RBAC}/clusterroles/pod-reader`);
+    await until(() => invalidations.length > whole, 3_000, "the ClusterRole's invalidation");
+    const dropped = invalidations.slice(whole).find((i) => i.cache === "subject_access_review")!.entries;
+    // Every answer asked above (and those of the earlier tests still held) but the five just dropped.
+    expect(dropped).toBeGreaterThanOrEqual(namespaces.length * verbs.length + 1 - verbs.length);
+  });
+});
+
+describe("ServiceAccounts", () => {
+  it("deleted and re-created under the same name: its cached token is dropped at once, the new account's minted", { timeout: 30_000 }, async () => {
+    const first = await tokens.token("c", "plugin-x", "plugin-x", "owner-1");
+    expect(first).toBeDefined();
+    expect(await tokens.token("c", "plugin-x", "plugin-x", "owner-1")).toBe(first);
+    await apply("DELETE", "/api/v1/namespaces/plugin-x/serviceaccounts/plugin-x");
+    const gone = await until(async () => (await tokens.token("c", "plugin-x", "plugin-x", "owner-1")) === undefined, 3_000, "the deleted account's token to go");
+    expect(gone).toBeLessThan(1_000);
+    await apply("POST", "/api/v1/namespaces/plugin-x/serviceaccounts", { metadata: { name: "plugin-x" } });
+    // The "missing" answer cached just now (2 s) goes with the ADDED event.
+    const back = await until(async () => (await tokens.token("c", "plugin-x", "plugin-x", "owner-1")) !== undefined, 3_000, "the re-created account's token");
+    expect(back).toBeLessThan(1_000);
+    expect((await tokens.token("c", "plugin-x", "plugin-x", "owner-1"))?.token).not.toBe(first?.token);
+    expect(invalidations.filter((i) => i.source === "kube-serviceaccounts").map((i) => i.cause)).toEqual(["serviceaccount-deleted", "serviceaccount-added"]);
+  });
+
+  it("an account created after a 'no such account' was cached gets its token at once", { timeout: 30_000 }, async () => {
+    expect(await tokens.token("c", "plugin-y", "plugin-y")).toBeUndefined();
+    await apply("POST", "/api/v1/namespaces/plugin-y/serviceaccounts", { metadata: { name: "plugin-y" } });
+    const ms = await until(async () => (await tokens.token("c", "plugin-y", "plugin-y")) !== undefined, 3_000, "the new account's token");
+    expect(ms).toBeLessThan(1_000);
+  });
+});
+
+describe("a stalled API server", () => {
+  it("stops the proof within about two seconds (TCP alive, no bytes), says so, and it proves again once the bytes flow", { timeout: 40_000 }, async () => {
+    // Kept for 5 s on its own (denyTtlMs here): past that only the proof would serve it.
+    const asked = pods("team-a", "patch");
+    expect(await reviews.allowed("c", USER, asked)).toBe(false);
+    proxy.stall();
+    const stalledAt = performance.now();
+    await sleep(Math.max(2 * WATCH_TIMEOUT_SECONDS * 1_000 + STALL_GRACE_MS + 500, 5_500));
+    const proven = feeds.rbac.provenUntil("c")!;
+    // Nothing sent after the stall was proven, and nothing sent within a second before it either.
+    expect(proven).toBeLessThan(stalledAt - CACHE_LAG_MARGIN_MS + 1);
+    expect(performance.now() - proven).toBeGreaterThan(4_000);
+    const rbac = feeds.describe().find((s) => s.source === "kube-rbac")!;
+    expect(rbac.synced).toBe(false);
+    expect(rbac.detail).toMatch(/stalled/);
+    // The answer, past its own TTL, is no longer served: it is asked again of the stalled server, and that fails closed.
+    await expect(reviews.allowed("c", USER, asked)).rejects.toThrow();
+    proxy.resume();
+    // Each feed is backing off from its failed attempts (at most 2 s here) before it watches again.
+    await until(() => feeds.describe().every((s) => s.synced && s.lagSeconds! < 2.5), 15_000, "every feed to prove again");
+  });
+});
