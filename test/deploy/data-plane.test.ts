@@ -107,10 +107,12 @@ const selects = (service: Manifest, labels: Record<string, string>) => Object.en
 
 describe.each(sources)("%s", (name, render) => {
   const objects = render();
-  const dir = join(scratch, name.replace(/\W+/g, "-"));
+  // The init container runs once per rendering; each case reads what it wrote.
+  let ran: ReturnType<typeof runInitContainer> | undefined;
+  const initContainer = () => (ran ??= runInitContainer(objects, join(scratch, name.replace(/\W+/g, "-"))));
 
   it("the init container writes, where Envoy reads it, exactly `envoy-config`'s output for the file portcullis runs with, and it decodes strictly", async () => {
-    const run = await runInitContainer(objects, dir);
+    const run = await initContainer();
     expect(run.result).toMatchObject({ code: 0, stdout: "", stderr: "" });
     // One file: portcullis's container reads the same key of the same ConfigMap at the same path.
     expect(run.envoyConfigMap).toEqual(run.portcullisConfig);
@@ -120,7 +122,7 @@ describe.each(sources)("%s", (name, render) => {
   });
 
   it("mounts every file the bootstrap names in the Envoy container (Envoy does not start without one)", async () => {
-    const run = await runInitContainer(objects, `${dir}-files`);
+    const run = await initContainer();
     const named = namedFiles(parse(run.bootstrap));
     expect(named).toContain("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt");
     const mounted = mountedFiles(podOf(objects).spec, envoyContainer(objects));
@@ -128,7 +130,7 @@ describe.each(sources)("%s", (name, render) => {
   });
 
   it("exposes the listener the bootstrap binds, to its own Service and to the two Fundament routes to (kube-api-proxy:8081, plugin-proxy:8080)", async () => {
-    const bootstrap = parse((await runInitContainer(objects, `${dir}-ports`)).bootstrap) as Manifest;
+    const bootstrap = parse((await initContainer()).bootstrap) as Manifest;
     const listenerPort = bootstrap["static_resources"].listeners[0].address.socket_address.port_value;
     const pod = podOf(objects);
     expect(pod.metadata.labels).toMatchObject({ "app.kubernetes.io/name": "fundament-envoy", "app.kubernetes.io/component": "data-plane" });
@@ -143,7 +145,7 @@ describe.each(sources)("%s", (name, render) => {
   });
 
   it("reaches portcullis's ext_authz and CDS port: the headless portcullis-grpc Service of its namespace, admitted by a NetworkPolicy", async () => {
-    const bootstrap = parse((await runInitContainer(objects, `${dir}-grpc`)).bootstrap) as Manifest;
+    const bootstrap = parse((await initContainer()).bootstrap) as Manifest;
     const cdsCluster = bootstrap["dynamic_resources"].cds_config.api_config_source.grpc_services[0].envoy_grpc.cluster_name;
     const authzCluster = bootstrap["static_resources"].listeners[0].filter_chains[0].filters[0].typed_config.http_filters.find(
       (f: Manifest) => f["name"] === "envoy.filters.http.ext_authz",
@@ -290,6 +292,7 @@ describe("dataPlane values", () => {
     // null: Helm's way to drop a key of the shipped values.
     ["no envoy section", { config: { envoy: null } }, /dataPlane.enabled: the data-plane Envoy is generated from config.envoy/],
     ["a TLS listener behind Envoy Gateway", modeOf("envoyGateway", { config: { ...shippedConfig(), envoy: example()["envoy"] } }), /gateway.mode envoyGateway: the gateway ends TLS/],
+    ["an ext_authz host other than this release's portcullis-grpc", { config: { envoy: { portcullis: { host: "portcullis-grpc.elsewhere.svc.cluster.local" } } } }, /config.envoy.portcullis.host is portcullis-grpc.elsewhere/],
     ["a TLS listener behind Istio", modeOf("istio", { config: { ...example(), check: { policyFrom: "request" } } }), /gateway.mode istio: the gateway ends TLS/],
   ])("refuses %s", (_, values, message) => {
     expect(() => helmTemplate(values)).toThrow(message);

@@ -5,7 +5,8 @@
  * portcullis Deployment's `--config`, on that same file. Only what a cluster gives a pod is stood in
  * for: loopback listen addresses, the test API server's kubeconfig in place of the in-cluster
  * credentials, the test OpenFGA, the JWT secret's variable, and the cluster's DNS (the bootstrap's
- * portcullis address, the chart's portcullis-grpc Service, answered with 127.0.0.1). No Envoy
+ * portcullis address, the chart's portcullis-grpc Service, answered with 127.0.0.1); and the
+ * deadlines are raised for a loaded two-core machine. No Envoy
  * binary exists here: Envoy's side is a gRPC client on the vendored protos that speaks to the
  * cluster and port the generated bootstrap names, as its `cds_config` says (State of the World or
  * Delta), with the bootstrap's node.
@@ -98,6 +99,10 @@ function standIn(rendered: string, addresses: { grpc: string; admin: string; int
   config["clusterRegistry"] = { ...config["clusterRegistry"], kubeconfig: api.kubeconfigPath };
   config["revocations"] = { kubeconfig: api.kubeconfigPath };
   config["shutdown"] = { drainMs: 0 };
+  // Deadlines for two cores shared with other suites (as test/e2e/cluster-registry.test.ts): a 503 here would mean the load, not a dependency.
+  config["check"] = { ...config["check"], timeoutMs: 8_000 };
+  config["openfga"].timeoutMs = 4_000;
+  config["kube"] = { sar: { timeoutMs: 4_000 }, tokenRequest: { timeoutMs: 4_000 } };
   return stringify(config);
 }
 

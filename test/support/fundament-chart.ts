@@ -21,17 +21,18 @@ function fundamentChartDir(): string {
   if (chartDir === undefined) {
     if (!existsSync(FUNDAMENT_REPO)) throw new Error(`Fundament's repository is not at ${FUNDAMENT_REPO} (fetch github:fundament-oss/fundament)`);
     const dir = mkdtempSync(join(tmpdir(), "fundament-chart-"));
-    const archive = execFileSync("git", ["-C", FUNDAMENT_REPO, "archive", FUNDAMENT_COMMIT, "charts/fundament"], { maxBuffer: 64 * 1024 * 1024 });
+    // The mirror lacks some blobs outside the chart, which git reports on stderr; the chart's are whole.
+    const archive = execFileSync("git", ["-C", FUNDAMENT_REPO, "archive", FUNDAMENT_COMMIT, "charts/fundament"], { maxBuffer: 64 * 1024 * 1024, stdio: ["ignore", "pipe", "pipe"] });
     execFileSync("tar", ["-x", "-C", dir], { input: archive });
     chartDir = join(dir, "charts/fundament");
   }
   return chartDir;
 }
 
-/** `helm template RELEASE charts/fundament` with the values given, as objects. */
+/** `helm template RELEASE charts/fundament` with the values given (and the JWT Secret every install names), as objects. */
 export function fundamentTemplate(release: string, namespace: string, values: Record<string, unknown>): Manifest[] {
   const dir = mkdtempSync(join(tmpdir(), "fundament-values-"));
-  writeFileSync(join(dir, "values.yaml"), stringify(values));
+  writeFileSync(join(dir, "values.yaml"), stringify({ jwtSecretRef: { name: "fundament-jwt", key: "secret" }, ...values }));
   const out = helm(["template", release, fundamentChartDir(), "--kube-version", KUBE_VERSION, "--namespace", namespace, "--values", join(dir, "values.yaml")]);
   return parseAllDocuments(out)
     .map((d) => d.toJS() as Manifest | null)
