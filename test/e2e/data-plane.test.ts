@@ -138,7 +138,7 @@ function subscribe(): { clusters(): Map<string, Manifest>; close(): void } {
   call.on("data", (response: Manifest) => {
     if (!delta) current.clear();
     for (const removed of response["removed_resources"] ?? []) current.delete(removed);
-    for (const resource of response["resources"] as Manifest[]) {
+    for (const resource of (response["resources"] ?? []) as Manifest[]) {
       const any = delta ? resource["resource"] : resource;
       if (any["type_url"] !== CLUSTER_TYPE_URL) throw new Error(`CDS sent a ${any["type_url"]}`);
       const cluster = type.toObject(type.decode(any["value"]), { longs: String, enums: String, bytes: String }) as Manifest;
