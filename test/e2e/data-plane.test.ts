@@ -14,7 +14,8 @@
  * A cluster registered by Secret reaches the Envoy over CDS (an envoy.config.cluster.v3.Cluster with
  * the API server's address and CA, no credential), and a
  * kube-api-proxy check for it is allowed naming that very Envoy cluster in the header the
- * bootstrap's `kube-api-registered` route takes its upstream from. Every object the chart renders
+ * bootstrap's `kube-api-registered` route takes its upstream from; re-pointed, the next allow names
+ * a new Envoy cluster, which CDS then serves in place of the old one. Every object the chart renders
  * with non-default dataPlane values is accepted by the API server (server-side dry run, strict).
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -169,7 +170,7 @@ describe("the data-plane Envoy in the chart's shape", () => {
     expect(`127.0.0.1:${portcullisEndpoint().port}`).toBe(portcullis.addresses.grpc);
   });
 
-  it("a cluster registered by Secret reaches it over CDS, and its allowed requests name that Envoy cluster for the registered route", async () => {
+  it("a cluster registered by Secret reaches it over CDS, and its allowed requests name that Envoy cluster for the registered route; so does a re-point", async () => {
     const subscription = subscribe();
     try {
       expect(await check(REGISTERED)).toMatchObject({ allowed: false, http: 404, reason: "unknown-cluster" });
@@ -211,6 +212,22 @@ describe("the data-plane Envoy in the chart's shape", () => {
       const registered = routes.find((r: Manifest) => r["name"] === "kube-api-registered");
       expect(registered.route.cluster_header).toBe(KUBE_API_CLUSTER_HEADER);
       expect(new RegExp(registered.match.safe_regex.regex).test(`/clusters/${REGISTERED}/apis/cert-manager.io/v1/namespaces/team-a/certificates/web`)).toBe(true);
+
+      // Re-pointed (the name its certificate is checked for; kube-apiserver's self-signed one carries "kubernetes"):
+      // a new Envoy cluster, named by the next allow, served by CDS; the old one retires once this Envoy has acknowledged it.
+      const repointed = { ...secret, stringData: { ...secret.stringData, "tls-server-name": "kubernetes" } };
+      expect((await rawRequest(api, "PUT", `/api/v1/namespaces/${registry}/secrets/registered-a7`, repointed)).status).toBe(200);
+      let next: string | undefined;
+      await until(
+        async () => {
+          const answer = await check(REGISTERED);
+          next = answer.allowed ? answer.set[KUBE_API_CLUSTER_HEADER] : undefined;
+          return next !== undefined && next !== envoyCluster;
+        },
+        SERVED_WITHIN_MS,
+        "the re-pointed cluster to be named",
+      );
+      await until(() => subscription.clusters().has(next!) && !subscription.clusters().has(envoyCluster!), SERVED_WITHIN_MS, "CDS to serve the re-pointed cluster alone");
     } finally {
       subscription.close();
     }
