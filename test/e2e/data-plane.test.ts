@@ -15,8 +15,10 @@
  * the API server's address and CA, no credential), and a
  * kube-api-proxy check for it is allowed naming that very Envoy cluster in the header the
  * bootstrap's `kube-api-registered` route takes its upstream from; re-pointed, the next allow names
- * a new Envoy cluster, which CDS then serves in place of the old one. Every object the chart renders
- * with non-default dataPlane values is accepted by the API server (server-side dry run, strict).
+ * a new Envoy cluster, which CDS then serves in place of the old one. The data plane's objects the
+ * chart renders behind Istio and Envoy Gateway, and with every dataPlane value set, are accepted by
+ * the API server (server-side dry run, strict; the shipped values' are, with the kit's, in
+ * test/e2e/konfidence-and-manifests.test.ts).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -234,8 +236,31 @@ describe("the data-plane Envoy in the chart's shape", () => {
   }, 90_000);
 });
 
-describe("the API server accepts the data plane with every dataPlane value set", () => {
-  it("server-side dry run, strict field validation", async () => {
+/** Server-side dry run (create, strict field validation) of the data plane's objects in `objects`; the refusals. */
+async function dryRun(objects: Manifest[]): Promise<string[]> {
+  const refused: string[] = [];
+  for (const obj of objects.filter((o) => o["metadata"].labels?.["app.kubernetes.io/component"] === "data-plane")) {
+    const plural = { Deployment: "apps/v1/deployments", Service: "v1/services", PodDisruptionBudget: "policy/v1/poddisruptionbudgets", NetworkPolicy: "networking.k8s.io/v1/networkpolicies" }[obj["kind"] as string]!;
+    const [group, version, resource] = plural.split("/").length === 3 ? plural.split("/") : ["", ...plural.split("/")];
+    const path = `${group === "" ? "/api" : `/apis/${group}`}/${version}/namespaces/${RELEASE_NAMESPACE}/${resource}`;
+    const res = await rawRequest(api, "POST", `${path}?dryRun=All&fieldValidation=Strict`, obj);
+    if (res.status !== 201) refused.push(`${obj["kind"]}/${obj["metadata"].name}: ${res.status} ${(res.json as { message?: string })?.message}`);
+  }
+  return refused;
+}
+
+describe("the API server accepts the data plane", () => {
+  it.each(["istio", "envoyGateway"] as const)("behind %s (server-side dry run, strict field validation)", async (mode) => {
+    const config = parse(find(objects, "ConfigMap", "portcullis-config")["data"]["config.yaml"]) as Manifest;
+    const rendered = helmTemplate({
+      config: { check: { ...config["check"], policyFrom: "request" } },
+      gateway: { mode, name: "fundament", namespace: "fundament-gateway", ...(mode === "envoyGateway" ? { proxyNamespace: "envoy-gateway-system" } : {}) },
+    });
+    expect(rendered.filter((o) => o["metadata"].labels?.["app.kubernetes.io/component"] === "data-plane")).toHaveLength(7);
+    expect(await dryRun(rendered)).toEqual([]);
+  });
+
+  it("with every dataPlane value set (server-side dry run, strict field validation)", async () => {
     const variant = helmTemplate({
       dataPlane: {
         image: { repository: "registry.example/envoy", tag: "v1.37.0", pullPolicy: "Always" },
@@ -246,16 +271,15 @@ describe("the API server accepts the data plane with every dataPlane value set",
         volumes: [{ name: "listener-tls", secret: { secretName: "fundament-envoy-tls" } }],
         volumeMounts: [{ name: "listener-tls", mountPath: "/etc/envoy/tls", readOnly: true }],
       },
-    }).filter((o) => o["metadata"].labels?.["app.kubernetes.io/component"] === "data-plane");
-    expect(variant.map((o) => o["kind"]).sort()).toEqual(["Deployment", "NetworkPolicy", "NetworkPolicy", "PodDisruptionBudget", "Service", "Service", "Service"]);
-    const refused: string[] = [];
-    for (const obj of variant) {
-      const plural = { Deployment: "apps/v1/deployments", Service: "v1/services", PodDisruptionBudget: "policy/v1/poddisruptionbudgets", NetworkPolicy: "networking.k8s.io/v1/networkpolicies" }[obj["kind"] as string]!;
-      const [group, version, resource] = plural.split("/").length === 3 ? plural.split("/") : ["", ...plural.split("/")];
-      const path = `${group === "" ? "/api" : `/apis/${group}`}/${version}/namespaces/${RELEASE_NAMESPACE}/${resource}`;
-      const res = await rawRequest(api, "POST", `${path}?dryRun=All&fieldValidation=Strict`, obj);
-      if (res.status !== 201) refused.push(`${obj["kind"]}/${obj["metadata"].name}: ${res.status} ${(res.json as { message?: string })?.message}`);
-    }
-    expect(refused).toEqual([]);
+    });
+    const dataPlane = variant.filter((o) => o["metadata"].labels?.["app.kubernetes.io/component"] === "data-plane");
+    expect(dataPlane.map((o) => o["kind"]).sort()).toEqual(["Deployment", "NetworkPolicy", "NetworkPolicy", "PodDisruptionBudget", "Service", "Service", "Service"]);
+    expect(await dryRun(variant)).toEqual([]);
+  });
+
+  it("and refuses what it refuses (the dry run is not a rubber stamp)", async () => {
+    const bad = structuredClone(objects.filter((o) => o["kind"] === "Service" && o["metadata"].name === "kube-api-proxy"));
+    bad[0]!["spec"].ports[0].targetPot = "public";
+    expect(await dryRun(bad)).toEqual([expect.stringMatching(/unknown field "spec.ports\[0\].targetPot"/)]);
   });
 });
