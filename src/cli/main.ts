@@ -4,12 +4,13 @@
  *   portcullis --config FILE                 run the ext_authz server
  *   portcullis validate-config FILE          run the server's start checks on a configuration file and exit
  *   portcullis config-schema                 print the configuration's JSON Schema
- *   portcullis envoy-config --config FILE    print the Envoy configuration for a configuration file
+ *   portcullis envoy-config --config FILE [--output FILE]   print (or write) the Envoy configuration for a configuration file
  *   portcullis gateway-config …              print the Envoy Gateway or Istio manifests for a configuration file
  *   portcullis check …                       ask a running server for one decision
  *   portcullis revoke / unrevoke …           write or delete a Revocation (the sub-TTL kill switch)
  *   portcullis can-i …                       what a plugin can do for a user (user ∩ plugin), from the admin port
  */
+import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config/load.ts";
 
@@ -18,7 +19,7 @@ const USAGE = `usage:
   portcullis --config FILE                 run the ext_authz server
   portcullis validate-config [--file-only] FILE   run the server's start checks on FILE and exit
   portcullis config-schema                 print the configuration file's JSON Schema
-  portcullis envoy-config --config FILE    print the Envoy configuration generated from FILE
+  portcullis envoy-config --config FILE [--output FILE]   print (or write) the Envoy configuration generated from FILE
   portcullis gateway-config --config FILE --target istio|envoy-gateway (--gateway NS/NAME | --values FILE) [--namespace NS] [--proxy-namespace NS]
   portcullis gateway-config --config FILE --target istio --mesh-config   istiod's meshConfig.extensionProviders entry
   portcullis check --server HOST:PORT --policy P --path PATH [--method GET] [-H 'name: value']... [--token TOKEN | --token-file FILE] [--json]
@@ -46,8 +47,9 @@ const HELP: Readonly<Record<string, string>> = {
   "config-schema": `usage: portcullis config-schema
   Prints the configuration file's JSON Schema (deploy/portcullis.schema.json).
   exit status: 0`,
-  "envoy-config": `usage: portcullis envoy-config --config FILE
-  Prints the Envoy configuration generated from FILE's envoy section (deploy/envoy/envoy.yaml).
+  "envoy-config": `usage: portcullis envoy-config --config FILE [--output FILE]
+  Prints the Envoy configuration generated from FILE's envoy section (deploy/examples/envoy.yaml).
+  --output FILE   write it to FILE instead: the data-plane Envoy's init container, on the mounted configuration
   exit status: 0, 2 invalid configuration or no envoy section`,
   "gateway-config": `usage: portcullis gateway-config --config FILE --target istio|envoy-gateway (--gateway NS/NAME[/SECTION] | --values FILE)
                                  [--namespace NS] [--proxy-namespace NS]
@@ -130,10 +132,12 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case "envoy-config": {
-      const file = configFlag(rest);
-      if (file === undefined) return usage();
+      const flags = envoyConfigFlags(rest);
+      if (flags === undefined) return usage();
       const { renderEnvoyYaml } = await import("../deploy/envoy-config.ts");
-      out(renderEnvoyYaml(loadConfig(file)));
+      const yaml = renderEnvoyYaml(loadConfig(flags.config));
+      if (flags.output === undefined) out(yaml);
+      else writeFileSync(flags.output, yaml);
       return 0;
     }
     case "gateway-config": {
@@ -202,6 +206,16 @@ async function main(argv: string[]): Promise<number> {
 function configFlag(args: string[]): string | undefined {
   try {
     return parseArgs({ args, options: { config: { type: "string" } }, strict: true }).values.config;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `--config FILE [--output FILE]`; undefined when the arguments are not that. */
+function envoyConfigFlags(args: string[]): { config: string; output: string | undefined } | undefined {
+  try {
+    const { config, output } = parseArgs({ args, options: { config: { type: "string" }, output: { type: "string" } }, strict: true }).values;
+    return config === undefined ? undefined : { config, output };
   } catch {
     return undefined;
   }

@@ -80,10 +80,27 @@ describe("a cookie origin that serves plugin code (issue 42 §5)", () => {
 });
 
 describe("portcullis envoy-config", () => {
-  it("prints exactly deploy/envoy/envoy.yaml for deploy/examples/portcullis.yaml", async () => {
+  it("prints exactly deploy/examples/envoy.yaml for deploy/examples/portcullis.yaml", async () => {
     const res = await cli(["envoy-config", "--config", "deploy/examples/portcullis.yaml"]);
     expect(res.code).toBe(0);
-    expect(res.stdout).toBe(readFileSync(resolve(ROOT, "deploy/envoy/envoy.yaml"), "utf8"));
+    expect(res.stdout).toBe(readFileSync(resolve(ROOT, "deploy/examples/envoy.yaml"), "utf8"));
+  });
+
+  it("--output writes the same bytes to the file and prints nothing (the data-plane's init container)", async () => {
+    const output = join(dir, "envoy.yaml");
+    const res = await cli(["envoy-config", "--config", "deploy/examples/portcullis.yaml", "--output", output]);
+    expect(res).toMatchObject({ code: 0, stdout: "", stderr: "" });
+    expect(readFileSync(output, "utf8")).toBe(readFileSync(resolve(ROOT, "deploy/examples/envoy.yaml"), "utf8"));
+  });
+
+  it.each([
+    ["--output without a value", ["--config", "deploy/examples/portcullis.yaml", "--output"]],
+    ["--output without --config", ["--output", "x.yaml"]],
+    ["an unknown flag", ["--config", "deploy/examples/portcullis.yaml", "--out", "x.yaml"]],
+  ])("exits 2 for %s", async (_, args) => {
+    const res = await cli(["envoy-config", ...args]);
+    expect(res).toMatchObject({ code: 2, stdout: "" });
+    expect(res.stderr).toMatch(/^usage:/m);
   });
 
   it("exits 2 for a configuration without an envoy section", async () => {

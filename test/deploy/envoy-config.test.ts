@@ -13,7 +13,7 @@ import { decodeBootstrap, decodeMessage } from "../../src/envoy/bootstrap.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const EXAMPLE = resolve(ROOT, "deploy/examples/portcullis.yaml");
-const COMMITTED = resolve(ROOT, "deploy/envoy/envoy.yaml");
+const COMMITTED = resolve(ROOT, "deploy/examples/envoy.yaml");
 const C1 = "0e6f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
 const C2 = "1f7a2b3c-4d5e-4f6a-9b0c-1d2e3f4a5b6c";
 
@@ -55,7 +55,7 @@ function config(envoy: Json = {}, rest: Json = {}) {
 
 describe("the committed Envoy configuration", () => {
   it("is exactly what `portcullis envoy-config` generates from deploy/examples/portcullis.yaml", () => {
-    // Regenerate: npx node src/cli/main.ts envoy-config --config deploy/examples/portcullis.yaml > deploy/envoy/envoy.yaml
+    // Regenerate: npx node src/cli/main.ts envoy-config --config deploy/examples/portcullis.yaml > deploy/examples/envoy.yaml
     expect(readFileSync(COMMITTED, "utf8")).toBe(renderEnvoyYaml(example()));
   });
 

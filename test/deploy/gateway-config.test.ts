@@ -5,8 +5,9 @@
  * generator's output, and bad input is refused. (What Envoy Gateway's own translator makes of them:
  * envoy-gateway-xds.test.ts; what the API server says: test/e2e/gateway-manifests.test.ts.)
  */
-import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { loadConfig, parseConfig } from "../../src/config/load.ts";
@@ -323,12 +324,16 @@ describe("refused", () => {
     expect(() => gatewayManifests(config, EXAMPLE_OPTIONS["envoy-gateway"])).toThrow(/assets\.example\.com.*neither a Service/);
   });
 
+  // The kit's configuration without its envoy section (the data plane's).
+  const noEnvoy = join(mkdtempSync(join(tmpdir(), "portcullis-no-envoy-")), "portcullis.yaml");
+  const { envoy: _envoy, ...kit } = parse(readFileSync(resolve(ROOT, "deploy/k8s/portcullis.yaml"), "utf8")) as Record<string, unknown>;
+  writeFileSync(noEnvoy, stringify(kit));
   it.each([
     [["gateway-config", "--config", "deploy/examples/portcullis.yaml", "--target", "nginx", "--gateway", "a/b"], /--target must be one of/],
     [["gateway-config", "--config", "deploy/examples/portcullis.yaml", "--target", "istio"], /name the Gateway/],
     [["gateway-config", "--config", "deploy/examples/portcullis.yaml", "--target", "istio", "--gateway", "just-a-name"], /NAMESPACE\/NAME/],
     [["gateway-config", "--config", "deploy/examples/portcullis.yaml", "--target", "envoy-gateway", "--mesh-config"], /--mesh-config is for --target istio/],
-    [["gateway-config", "--config", "deploy/k8s/portcullis.yaml", "--target", "istio", "--gateway", "a/b"], /no envoy section/],
+    [["gateway-config", "--config", noEnvoy, "--target", "istio", "--gateway", "a/b"], /no envoy section/],
   ])("portcullis %j exits 2", async (args, message) => {
     const run = await cli(args);
     expect(run.code).toBe(2);

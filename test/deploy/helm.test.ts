@@ -39,8 +39,8 @@ function comparable(m: Manifest): unknown {
   if (kind === "Deployment") {
     const spec = structuredClone(m["spec"]);
     delete spec.template.metadata.annotations; // the chart's config checksum; the kit hashes the ConfigMap's name
-    const container = spec.template.spec.containers[0];
-    container.image = "<image>";
+    // Images are the kit's `images:` and the chart's image values; both name portcullis's and Envoy's.
+    for (const container of [...spec.template.spec.containers, ...(spec.template.spec.initContainers ?? [])]) container.image = "<image>";
     spec.template.spec.volumes = spec.template.spec.volumes.map((v: Manifest) => (v["name"] === "config" ? { name: "config", configMap: { name: "<config>" } } : v));
     return spec;
   }

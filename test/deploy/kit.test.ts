@@ -1,10 +1,10 @@
 /**
  * The deploy kit as kustomize renders it (test/support/kustomize.ts): every kustomization under
- * deploy/ renders; the portcullis base owns no Namespace and no CRD (deploy/k8s/shared does);
- * Envoy's ConfigMap is envoy.yaml itself and its pods are the ones portcullis admits; the admin
+ * deploy/ renders; the portcullis base owns no Namespace and no CRD (deploy/k8s/shared does); the admin
  * Service, ServiceMonitor, PrometheusRule and dashboard agree with each other and with
  * docs/operations.md; the memory limit holds the RSS bench/RESULTS.md measured; installs use
- * `npm ci`. (test/e2e/konfidence-and-manifests.test.ts applies the same output to a real API server.)
+ * `npm ci`. (test/e2e/konfidence-and-manifests.test.ts applies the same output to a real API server;
+ * the data-plane Envoy's wiring: test/deploy/data-plane.test.ts.)
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
@@ -38,7 +38,7 @@ describe("every kustomization", () => {
 });
 
 describe("ownership", () => {
-  it.each(["deploy/k8s", "deploy/envoy", "deploy/k8s/monitoring"] as const)("%s holds no Namespace and no CRD", (dir) => {
+  it.each(["deploy/k8s", "deploy/k8s/monitoring"] as const)("%s holds no Namespace and no CRD", (dir) => {
     expect(rendered[dir].filter((m) => m["kind"] === "Namespace" || m["kind"] === "CustomResourceDefinition")).toEqual([]);
   });
 
@@ -51,7 +51,7 @@ describe("ownership", () => {
 
   it("the namespaced objects of the other kustomizations go to fundament-system, save the cluster registry's Role and RoleBinding", () => {
     const registryRbac = (m: Manifest) => (m["kind"] === "Role" || m["kind"] === "RoleBinding") && m["metadata"].name === "portcullis-cluster-registry";
-    for (const dir of ["deploy/k8s", "deploy/envoy", "deploy/k8s/monitoring"] as const) {
+    for (const dir of ["deploy/k8s", "deploy/k8s/monitoring"] as const) {
       for (const m of rendered[dir].filter((o) => !String(o["kind"]).startsWith("Cluster") && !registryRbac(o))) expect(m["metadata"].namespace, `${dir} ${m["kind"]}`).toBe("fundament-system");
     }
   });
@@ -74,82 +74,6 @@ describe("ownership", () => {
     expect(binding["subjects"]).toEqual([{ kind: "ServiceAccount", name: "portcullis", namespace: "fundament-system" }]);
   });
 });
-
-describe("Envoy", () => {
-  const configMap = rendered["deploy/envoy"].find((m) => m["kind"] === "ConfigMap")!;
-  const deployment = find("deploy/envoy", "Deployment");
-  const pod = deployment["spec"].template;
-  const bootstrap = parse(read("deploy/envoy/envoy.yaml")) as Manifest;
-
-  it("runs the generated envoy.yaml byte for byte, from a ConfigMap whose name changes with it", () => {
-    expect(configMap["data"]["envoy.yaml"]).toBe(read("deploy/envoy/envoy.yaml"));
-    expect(configMap["metadata"].name).toMatch(/^fundament-envoy-config-[a-z0-9]{10}$/);
-    const config = pod.spec.volumes.find((v: Manifest) => v["name"] === "config");
-    expect(config.projected.sources).toContainEqual({ configMap: { name: configMap["metadata"].name } });
-    const container = pod.spec.containers[0];
-    expect(container.args.slice(0, 2)).toEqual(["--config-path", "/etc/envoy/envoy.yaml"]);
-    expect(container.volumeMounts).toContainEqual({ name: "config", mountPath: "/etc/envoy", readOnly: true });
-  });
-
-  it("mounts every file envoy.yaml names (key pair, API server CAs): Envoy does not start without one", () => {
-    const named: string[] = [];
-    const walk = (node: unknown): void => {
-      if (Array.isArray(node)) node.forEach(walk);
-      else if (node !== null && typeof node === "object") {
-        for (const [key, value] of Object.entries(node)) {
-          if (key === "filename" && typeof value === "string") named.push(value);
-          else walk(value);
-        }
-      }
-    };
-    walk(bootstrap);
-    expect(named).toEqual(expect.arrayContaining(["/etc/envoy/tls/tls.key", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"]));
-    const container = pod.spec.containers[0];
-    expect([...new Set(named)].filter((file) => !mountedFiles(pod.spec.volumes, container.volumeMounts).has(file))).toEqual([]);
-    expect(mountedFiles(pod.spec.volumes, container.volumeMounts).has(container.args[1])).toBe(true);
-  });
-
-  it("exposes the listener envoy.yaml binds, and its pods are the ones portcullis's NetworkPolicy admits to the gRPC port", () => {
-    const listenerPort = bootstrap["static_resources"].listeners[0].address.socket_address.port_value;
-    expect(pod.spec.containers[0].ports).toEqual([{ name: "https", containerPort: listenerPort, protocol: "TCP" }]);
-    const service = find("deploy/envoy", "Service");
-    expect(service["spec"].selector).toEqual(deployment["spec"].selector.matchLabels);
-    const grpcFrom = find("deploy/k8s", "NetworkPolicy")["spec"].ingress.find((r: Manifest) => r["ports"].some((p: Manifest) => p["port"] === "grpc")).from[0];
-    expect(pod.metadata.labels).toMatchObject(grpcFrom.podSelector.matchLabels);
-  });
-
-  it("envoy.yaml sends ext_authz to the portcullis-grpc Service's port", () => {
-    const service = find("deploy/k8s", "Service", "portcullis-grpc");
-    const text = read("deploy/envoy/envoy.yaml");
-    expect(text).toContain(`address: portcullis-grpc.${service["metadata"].namespace}.svc.cluster.local`);
-    expect(text).toContain(`port_value: ${service["spec"].ports[0].port}`);
-  });
-
-  it("runs non-root, read-only, without capabilities", () => {
-    expect(pod.spec.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: "RuntimeDefault" } });
-    expect(pod.spec.containers[0].securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } });
-  });
-});
-
-/**
- * The files a pod's volume mounts put in the container: a ConfigMap source without items gives its
- * keys when this kit renders that ConfigMap; any other source only the paths its items name.
- */
-function mountedFiles(volumes: Manifest[], mounts: Manifest[]): Set<string> {
-  const configMaps = new Map(Object.values(rendered).flat().filter((m) => m["kind"] === "ConfigMap").map((m) => [m["metadata"].name as string, Object.keys(m["data"] ?? {})]));
-  const files = new Set<string>();
-  for (const mount of mounts) {
-    const volume = volumes.find((v) => v["name"] === mount["name"]);
-    const sources: Manifest[] = volume?.["projected"]?.sources ?? [volume ?? {}];
-    for (const source of sources) {
-      const from = source["configMap"] ?? source["secret"];
-      if (from === undefined) continue;
-      const paths: string[] = from.items?.map((i: Manifest) => i["path"]) ?? (source["configMap"] ? (configMaps.get(from.name) ?? []) : []);
-      for (const path of paths) files.add(`${mount["mountPath"]}/${path}`);
-    }
-  }
-  return files;
-}
 
 describe("monitoring", () => {
   const admin = find("deploy/k8s", "Service", "portcullis-admin");

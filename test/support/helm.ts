@@ -49,6 +49,8 @@ export function modeValues(mode: "envoy" | "istio" | "envoyGateway"): { values: 
   const proxyNamespace = mode === "istio" ? GATEWAY.namespace : "envoy-gateway-system";
   const manifests = renderGatewayYaml(config, { target, namespace: RELEASE_NAMESPACE, gateway: GATEWAY, proxyNamespace });
   const raw = parse(readFileSync(EXAMPLE, "utf8")) as Record<string, any>;
+  // Behind a gateway TLS ends there: the data-plane Envoy's listener is plain HTTP (the chart refuses TLS on it).
+  delete raw["envoy"].listener.tls;
   return {
     values: {
       config: mode === "istio" ? { ...raw, check: { ...raw["check"], policyFrom: "request" } } : raw,

@@ -10,7 +10,7 @@ import { resolveBinary } from "../harness/binaries.ts";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 
-export const KUSTOMIZATIONS = ["deploy/k8s/crds", "deploy/k8s/shared", "deploy/k8s", "deploy/envoy", "deploy/k8s/monitoring"] as const;
+export const KUSTOMIZATIONS = ["deploy/k8s/crds", "deploy/k8s/shared", "deploy/k8s", "deploy/k8s/monitoring"] as const;
 
 /** Manifests are free-form JSON. */
 export type Manifest = Record<string, any>;
