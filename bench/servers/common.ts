@@ -144,7 +144,7 @@ export function reportMemoryOnSignal(file: string, extra: () => Record<string, u
  * With a profile file: SIGHUP starts the V8 CPU profiler, V8's sampling heap profiler and a count of
  * the bytes the V8 heap allocated (v8.GCProfiler, as bench/hot-path.ts counts them); `stop()` (called
  * before exiting on SIGTERM) writes F (the CPU profile), F.heapprofile and F.alloc.json
- * (`{ allocatedBytes }`). Without one, both do nothing.
+ * (`{ allocatedBytes, gcCounts }`: the GCs by V8's type). Without one, both do nothing.
  */
 export function profileOnSignal(file: string): { stop(): Promise<void> } {
   if (file === "") return { stop: async () => {} };
@@ -167,12 +167,15 @@ export function profileOnSignal(file: string): { stop(): Promise<void> } {
   return {
     async stop() {
       if (!running) return;
-      const allocatedBytes = allocatedSince(heapAtStart, gc.stop()?.statistics ?? [], getHeapStatistics().used_heap_size);
+      const gcs = gc.stop()?.statistics ?? [];
+      const allocatedBytes = allocatedSince(heapAtStart, gcs, getHeapStatistics().used_heap_size);
+      const gcCounts: Record<string, number> = {};
+      for (const { gcType } of gcs) gcCounts[gcType] = (gcCounts[gcType] ?? 0) + 1;
       const { profile } = await session.post("Profiler.stop");
       writeFileSync(file, JSON.stringify(profile));
       const heap = await session.post("HeapProfiler.stopSampling");
       writeFileSync(`${file}.heapprofile`, JSON.stringify(heap.profile));
-      writeFileSync(`${file}.alloc.json`, JSON.stringify({ allocatedBytes }));
+      writeFileSync(`${file}.alloc.json`, JSON.stringify({ allocatedBytes, gcCounts }));
     },
   };
 }
