@@ -71,6 +71,7 @@ interface Row {
   id: string;
   round: number;
   cpuUs: number;
+  checks: number;
   refRps: number;
   satRps?: number;
   satCpuUs?: number;
@@ -113,6 +114,7 @@ try {
           id: side.id,
           round,
           cpuUs: reference.cpuUsPerRequest,
+          checks: reference.count,
           refRps: reference.rps,
           ...(saturation === undefined ? {} : { satRps: saturation.rps, satCpuUs: saturation.cpuUsPerRequest }),
           ...(alloc === undefined ? {} : { allocBytes: alloc / reference.count }),
