@@ -10,7 +10,7 @@
  * The runner reports it beside the load tests; alone it is the quick loop for working on the hot path:
  *
  *   node bench/hot-path.ts [--scenario plugin-token|user-token|plugin-assets|noop|noop-same-bytes] [--checks 200000] [--json] [--pace-us 0]
- *   node bench/hot-path.ts … --profile-file F.cpuprofile   # V8's CPU profile of the measured checks only
+ *   node bench/hot-path.ts … --profile-file F.cpuprofile   # V8's CPU profile of the measured checks only, and its sampling heap profile (F.cpuprofile.heapprofile)
  *   node bench/hot-path.ts … --handler                    # through the server's Check handler (app.ts), its gRPC metrics and tracing wrapper
  *
  * `--pace-us 333` runs one check at a time with the thread asleep 333 µs before each, as a server
@@ -39,6 +39,7 @@ import { checkHandler } from "../src/server/app.ts";
 import { tracedChecks } from "../src/tracing/spans.ts";
 import { SECRET } from "../test/support/tokens.ts";
 import { encodedScenario3Allow } from "./scenario3-allow.ts";
+import { allocatedSince } from "./servers/common.ts";
 import { warmPorts } from "./warm-ports.ts";
 import { assetRequests, BENCH_TOKEN_LIFETIMES, benchWorld, pluginTokenRequests, userTokenRequests } from "./workload.ts";
 
@@ -127,6 +128,8 @@ if (profiler !== undefined) {
   await profiler.post("Profiler.enable");
   await profiler.post("Profiler.setSamplingInterval", { interval: 100 });
   await profiler.post("Profiler.start");
+  await profiler.post("HeapProfiler.enable");
+  await profiler.post("HeapProfiler.startSampling", { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
 }
 const gc = new GCProfiler();
 gc.start();
@@ -138,20 +141,12 @@ const cpu = process.cpuUsage(cpu0);
 const wall = performance.now() - t0;
 const us = (cpu.user + cpu.system) / total;
 const bytesPerCheck = allocatedSince(heap0, gc.stop()?.statistics ?? [], getHeapStatistics().used_heap_size) / total;
-if (profiler !== undefined) writeFileSync(String(values["profile-file"]), JSON.stringify((await profiler.post("Profiler.stop")).profile));
+if (profiler !== undefined) {
+  writeFileSync(String(values["profile-file"]), JSON.stringify((await profiler.post("Profiler.stop")).profile));
+  writeFileSync(`${values["profile-file"]}.heapprofile`, JSON.stringify((await profiler.post("HeapProfiler.stopSampling")).profile));
+}
 const paced = paceMs > 0 ? `, paced ${values["pace-us"]} µs apart` : "";
 if (values.json) process.stdout.write(`${JSON.stringify({ scenario, cpuUsPerCheck: us, bytesPerCheck, checks: total, ...(paceMs > 0 ? { paceUs: paceMs * 1000 } : {}) })}\n`);
 else process.stdout.write(`${scenario}: ${us.toFixed(2)} µs CPU per check (decode + check + encode${paced}), ${(bytesPerCheck / 1024).toFixed(1)} KiB allocated per check, ${((total / wall) * 1000).toFixed(0)} checks/s wall\n`);
 await logging.flush();
 process.exit(0);
-
-/** Bytes allocated on the V8 heap: at each GC, what it found in use less what the previous one left; then the growth since the last. */
-function allocatedSince(usedAtStart: number, gcs: ReadonlyArray<{ beforeGC: { heapStatistics: { usedHeapSize: number } }; afterGC: { heapStatistics: { usedHeapSize: number } } }>, usedAtEnd: number): number {
-  let left = usedAtStart;
-  let allocated = 0;
-  for (const { beforeGC, afterGC } of gcs) {
-    allocated += beforeGC.heapStatistics.usedHeapSize - left;
-    left = afterGC.heapStatistics.usedHeapSize;
-  }
-  return allocated + usedAtEnd - left;
-}

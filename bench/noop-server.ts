@@ -14,7 +14,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { authorizationService, checkService } from "../src/envoy/protos.ts";
 import { encodedScenario3Allow } from "./scenario3-allow.ts";
-import { announceReady, serverArgs } from "./servers/common.ts";
+import { announceReady, profileOnSignal, serverArgs } from "./servers/common.ts";
 
 const OK = { status: { code: 0, message: "" }, ok_response: { headers: [], headers_to_remove: [] } };
 
@@ -42,6 +42,7 @@ if (import.meta.main) {
   const args = serverArgs();
   if (args.scenario !== "" && args.scenario !== "same-bytes") throw new Error(`--scenario: ${args.scenario}; the no-op knows same-bytes only`);
   const { server, port } = await startNoopServer(args.address, args.scenario === "same-bytes" ? "same-bytes" : "ok");
+  const profiler = profileOnSignal(args.profileFile);
   announceReady(args.readyFile, { port });
-  process.on("SIGTERM", () => server.tryShutdown(() => process.exit(0)));
+  process.on("SIGTERM", () => void profiler.stop().then(() => server.tryShutdown(() => process.exit(0))));
 }

@@ -3,6 +3,7 @@
  * by what it is spent on (the policy, the wire, the plumbing around them).
  *
  *   node bench/profile.ts F.cpuprofile [µs per check]     # both tables, e.g. of `bench/hot-path.ts --profile-file F`
+ *   node bench/profile.ts --above NOOP.cpuprofile:CHECKS F.cpuprofile:CHECKS   # by part against the same-bytes no-op, of `bench/under-load.ts --profile D`
  */
 import { readFileSync } from "node:fs";
 import { relative } from "node:path";
@@ -80,7 +81,10 @@ const PARTS: ReadonlyArray<readonly [string, RegExp]> = [
   ["protobuf decode and encode", /protobufjs|@grpc\//],
 ];
 
-export function timeByPart(file: string): Array<{ part: string; share: number }> {
+/** Under load (bench/under-load.ts --profile): gRPC and HTTP/2 apart from protobufjs, which both servers pay. */
+const LOAD_PARTS: ReadonlyArray<readonly [string, RegExp]> = [["gRPC and HTTP/2 (grpc-js)", /@grpc\//], ...PARTS.filter(([part]) => part !== "the bench's loop")];
+
+export function timeByPart(file: string, parts = PARTS): Array<{ part: string; share: number; us: number }> {
   const profile = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
@@ -95,16 +99,35 @@ export function timeByPart(file: string): Array<{ part: string; share: number }>
       const { functionName, url } = byId.get(id)!.callFrame;
       if (/\$(decode|encode)$/.test(functionName)) part = "protobuf decode and encode";
       else if (functionName === "(garbage collector)") part = "GC";
-      else if (functionName === "(program)" || functionName === "(idle)") part = "(program), (idle)";
-      else if (url !== "" && !url.startsWith("node:")) part = PARTS.find(([, re]) => re.test(url))?.[0] ?? "other code";
+      else if (functionName === "(program)" || functionName === "(idle)") part = parts === LOAD_PARTS ? functionName : "(program), (idle)";
+      else if (url !== "" && !url.startsWith("node:")) part = parts.find(([, re]) => re.test(url))?.[0] ?? "other code";
     }
     part ??= "Node internals with no caller above";
     us.set(part, (us.get(part) ?? 0) + dt);
   }
-  return [...us].map(([part, t]) => ({ part, share: total === 0 ? 0 : t / total })).sort((a, b) => b.share - a.share);
+  return [...us].map(([part, t]) => ({ part, share: total === 0 ? 0 : t / total, us: t })).sort((a, b) => b.share - a.share);
 }
 
-if (import.meta.main) {
+/**
+ * `--above NOOP.cpuprofile:CHECKS F.cpuprofile:CHECKS`: the main thread's time per check by part in each
+ * profile of bench/under-load.ts --profile (idle left out) and the difference, largest first.
+ */
+function above(noop: string, server: string): void {
+  const read = (arg: string) => {
+    const [file, checks] = arg.split(":") as [string, string];
+    return new Map(timeByPart(file, LOAD_PARTS).filter((p) => p.part !== "(idle)").map((p) => [p.part, p.us / Number(checks)]));
+  };
+  const [a, b] = [read(noop), read(server)];
+  const rows = [...new Set([...a.keys(), ...b.keys()])].map((part) => ({ part, noop: a.get(part) ?? 0, server: b.get(part) ?? 0 }));
+  rows.sort((x, y) => y.server - y.noop - (x.server - x.noop));
+  process.stdout.write("| part | no-op µs/check | portcullis µs/check | difference |\n|---|--:|--:|--:|\n");
+  for (const r of rows) process.stdout.write(`| ${r.part} | ${r.noop.toFixed(1)} | ${r.server.toFixed(1)} | ${(r.server - r.noop).toFixed(1)} |\n`);
+  const sum = (m: Map<string, number>) => [...m.values()].reduce((x, y) => x + y, 0);
+  process.stdout.write(`| all but idle | ${sum(a).toFixed(1)} | ${sum(b).toFixed(1)} | ${(sum(b) - sum(a)).toFixed(1)} |\n`);
+}
+
+if (import.meta.main && process.argv[2] === "--above") above(process.argv[3]!, process.argv[4]!);
+else if (import.meta.main) {
   const [file, perCheck] = process.argv.slice(2);
   if (file === undefined) throw new Error("usage: node bench/profile.ts F.cpuprofile [µs per check]");
   const us = Number(perCheck);

@@ -7,7 +7,8 @@
  */
 import { allow } from "../src/authz/decision.ts";
 import { KUBE_API_CLUSTER_HEADER, kubeApiEnvoyCluster } from "../src/envoy/kube-api-upstream.ts";
-import { type CheckResponseMessage, toCheckResponse } from "../src/authz/check-response.ts";
+import { toCheckResponse } from "../src/authz/check-response.ts";
+import type { CheckResponseMessage } from "../src/envoy/check-response-message.ts";
 import { checkService } from "../src/envoy/protos.ts";
 import { bearerCredential, mutations, type SafeHeaderValue, safeHeaderValue } from "../src/headers/mutations.ts";
 import { BENCH_CLUSTER } from "./workload.ts";

@@ -6,7 +6,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { createServer } from "node:net";
-import { getHeapSpaceStatistics, getHeapStatistics } from "node:v8";
+import { GCProfiler, getHeapSpaceStatistics, getHeapStatistics } from "node:v8";
 import { parseArgs } from "node:util";
 import { childPids } from "../../test/support/child-pids.ts";
 
@@ -141,24 +141,56 @@ export function reportMemoryOnSignal(file: string, extra: () => Record<string, u
 }
 
 /**
- * With a profile file: SIGHUP starts the V8 CPU profiler; `stop()` (called before exiting on
- * SIGTERM) writes the profile. Without one, both do nothing.
+ * With a profile file: SIGHUP starts the V8 CPU profiler, V8's sampling heap profiler and a count of
+ * the bytes the V8 heap allocated (v8.GCProfiler, as bench/hot-path.ts counts them); `stop()` (called
+ * before exiting on SIGTERM) writes F (the CPU profile), F.heapprofile and F.alloc.json
+ * (`{ allocatedBytes, gcCounts }`: the GCs by V8's type). Without one, both do nothing.
  */
 export function profileOnSignal(file: string): { stop(): Promise<void> } {
   if (file === "") return { stop: async () => {} };
   const session = new Session();
   session.connect();
+  const gc = new GCProfiler();
+  let heapAtStart = 0;
   let running = false;
   process.on("SIGHUP", () => {
     if (running) return;
     running = true;
-    void session.post("Profiler.enable").then(() => session.post("Profiler.start"));
+    gc.start();
+    heapAtStart = getHeapStatistics().used_heap_size;
+    void session
+      .post("Profiler.enable")
+      .then(() => session.post("Profiler.start"))
+      .then(() => session.post("HeapProfiler.enable"))
+      .then(() => session.post("HeapProfiler.startSampling", { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true }));
   });
   return {
     async stop() {
       if (!running) return;
+      const gcs = gc.stop()?.statistics ?? [];
+      const allocatedBytes = allocatedSince(heapAtStart, gcs, getHeapStatistics().used_heap_size);
+      const gcCounts: Record<string, number> = {};
+      for (const { gcType } of gcs) gcCounts[gcType] = (gcCounts[gcType] ?? 0) + 1;
       const { profile } = await session.post("Profiler.stop");
       writeFileSync(file, JSON.stringify(profile));
+      const heap = await session.post("HeapProfiler.stopSampling");
+      writeFileSync(`${file}.heapprofile`, JSON.stringify(heap.profile));
+      writeFileSync(`${file}.alloc.json`, JSON.stringify({ allocatedBytes, gcCounts }));
     },
   };
+}
+
+/** Bytes allocated on the V8 heap: at each GC, what it found in use less what the previous one left; then the growth since the last. */
+export function allocatedSince(
+  usedAtStart: number,
+  gcs: ReadonlyArray<{ beforeGC: { heapStatistics: { usedHeapSize: number } }; afterGC: { heapStatistics: { usedHeapSize: number } } }>,
+  usedAtEnd: number,
+): number {
+  let left = usedAtStart;
+  let allocated = 0;
+  for (const { beforeGC, afterGC } of gcs) {
+    allocated += beforeGC.heapStatistics.usedHeapSize - left;
+    left = afterGC.heapStatistics.usedHeapSize;
+  }
+  return allocated + usedAtEnd - left;
 }

@@ -2,7 +2,7 @@
  * portcullis as the benchmark runs it: one process (`workers: 1`; the runner pins it to one core),
  * the real server (src/server/app.ts startServer: gRPC, health, admin, logging, the audit line; the
  * watchdog process, as serve.ts starts it) and the real policies. Logs and audit lines go to
- * stdout, asynchronously, as in production (the runner sends them to /dev/null).
+ * stdout, as in production (the runner sends them to /dev/null).
  *  - default: warm in-memory ports (bench/warm-ports.ts), so remote gates are excluded;
  *  - `--scenario real-ports --upstream U.json`: the real ports (OpenFGA SDK, client-node SAR,
  *    TokenRequest, the PluginInstallation watch) against bench/servers/upstream-fakes.ts, caches

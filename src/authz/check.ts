@@ -17,7 +17,8 @@ import type { Policy } from "./policy.ts";
 import { requestRouter, type RoutedRequest } from "./request-mode.ts";
 import type { RouteTable } from "../config/route-table.ts";
 import { type CheckRequestMessage, fromCheckRequest, type HttpRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
-import { type CheckResponseMessage, directResponse, toCheckResponse, withResponseHeaders } from "./check-response.ts";
+import { directResponse, toCheckResponse, withResponseHeaders } from "./check-response.ts";
+import type { CheckResponseMessage } from "../envoy/check-response-message.ts";
 import { publishDecision } from "../metrics/events.ts";
 
 export interface CheckerOptions {

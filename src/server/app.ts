@@ -10,7 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
 import { type AuditedCheck, createAuditedCheck } from "../authz/check.ts";
-import type { CheckResponseMessage } from "../authz/check-response.ts";
+import type { CheckResponseMessage } from "../envoy/check-response-message.ts";
 import { buildRouteTable } from "../config/route-table.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";

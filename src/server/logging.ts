@@ -1,7 +1,9 @@
 /**
- * Logs and the audit line, as JSON lines on stdout, written asynchronously so logging stays off the
- * Check's critical path. The audit lines ignore the log level (they are mandatory) and are written in
- * batches: one write per AUDIT_FLUSH_MS instead of one per check.
+ * Logs and the audit line, as JSON lines on stdout. The audit lines ignore the log level (they are
+ * mandatory) and are written in batches, off the Check's critical path: one write per AUDIT_FLUSH_MS
+ * instead of one per check. Each write is one write(2) from the event loop's own thread: an
+ * asynchronous destination handed every batch to libuv's thread pool and was woken with the result,
+ * two thread wake-ups per batch, which under load cost more CPU than the write (issue 55).
  */
 import pino, { type DestinationStream, type Logger } from "pino";
 import { auditJsonLine } from "../audit/json-line.ts";
@@ -77,7 +79,7 @@ class AuditBatch {
     }
   }
 
-  /** Hands the pending lines to the stream (which writes them asynchronously). */
+  /** Hands the pending lines to the stream (one write). */
   write(): void {
     if (this.#timer !== undefined) {
       clearTimeout(this.#timer);
@@ -120,9 +122,10 @@ function flushStreamSync(stream: SyncFlushable): void {
 }
 
 export function createLogging(level: string, destination?: DestinationStream): Logging {
-  // Asynchronous, without a minimum length: a log line is handed to the kernel as soon as the
-  // previous write completes. Audit lines reach this stream in batches (AuditBatch).
-  const stream: SyncFlushable = destination ?? pino.destination({ dest: 1, sync: false });
+  // Synchronous: a line or a batch is in the kernel when write() returns, nothing is held in memory,
+  // and a log collector that stops reading holds the event loop (checks then fail closed at Envoy's
+  // timeout) rather than a buffer growing without bound. Audit lines reach it in batches (AuditBatch).
+  const stream: SyncFlushable = destination ?? pino.destination({ dest: 1, sync: true });
   const logger = pino({ level, redact: { paths: REDACT, censor: "[redacted]" }, serializers: { err: safeError } }, stream);
   const batch = new AuditBatch(stream);
   return {

@@ -11,7 +11,7 @@ import { allow, type Decision } from "../../src/authz/decision.ts";
 import type { Policy } from "../../src/authz/policy.ts";
 import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import type { CheckRequestMessage } from "../../src/envoy/check-request.ts";
-import type { CheckResponseMessage } from "../../src/authz/check-response.ts";
+import type { CheckResponseMessage } from "../../src/envoy/check-response-message.ts";
 import { envoyCheckRequest } from "../support/envoy.ts";
 
 const MS = 800;

@@ -19,7 +19,7 @@ import { createChecker } from "../../src/authz/check.ts";
 import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
 import { REASONS } from "../../src/authz/reasons.ts";
 import type { CheckRequestMessage } from "../../src/envoy/check-request.ts";
-import { type CheckResponseMessage, OVERWRITE_IF_EXISTS_OR_ADD } from "../../src/authz/check-response.ts";
+import { type CheckResponseMessage, OVERWRITE_IF_EXISTS_OR_ADD } from "../../src/envoy/check-response-message.ts";
 import { externalAuthRoot } from "../../src/envoy/protos.ts";
 import { policiesFor } from "../../src/server/policies.ts";
 import type { CheckResponse } from "../support/envoy.ts";

@@ -9,7 +9,8 @@ import { describe, expect, it } from "vitest";
 import { allow, type Decision, deny, type ReasonCode } from "../../src/authz/decision.ts";
 import { REASONS } from "../../src/authz/reasons.ts";
 import { type CheckRequestMessage, fromCheckRequest, type HttpRequest, MalformedCheckRequest } from "../../src/envoy/check-request.ts";
-import { type CheckResponseMessage, OVERWRITE_IF_EXISTS_OR_ADD, toCheckResponse } from "../../src/authz/check-response.ts";
+import { toCheckResponse } from "../../src/authz/check-response.ts";
+import { type CheckResponseMessage, OVERWRITE_IF_EXISTS_OR_ADD } from "../../src/envoy/check-response-message.ts";
 import { authorizationService, checkService, externalAuthRoot } from "../../src/envoy/protos.ts";
 
 const server = checkService()["Check"]!;

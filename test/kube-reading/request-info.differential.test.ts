@@ -25,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChecker } from "../../src/authz/check.ts";
 import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
 import { fromCheckRequest, goQuery, type CheckRequestMessage } from "../../src/envoy/check-request.ts";
-import type { CheckResponseMessage } from "../../src/authz/check-response.ts";
+import type { CheckResponseMessage } from "../../src/envoy/check-response-message.ts";
 import { kubePathOf, parseGatewayPath } from "../../src/kube-reading/gateway-path.ts";
 import { requestInfoFor, type RequestInfo } from "../../src/kube-reading/request-info.ts";
 import { requesterChecks, UNSAFE_DELETE_OPTION } from "../../src/kube-reading/requester-checks.ts";

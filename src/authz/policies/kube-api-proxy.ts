@@ -214,15 +214,16 @@ async function pluginRequest(
   const known = deps.clusters.has(clusterId);
   const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
   // Nothing is reviewed or minted for a request gate 4 refuses.
-  const userMay = prefetch(async () =>
-    known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, reviewAttributes(kube.info, request)) : false,
+  const userMay = prefetch(() =>
+    known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, reviewAttributes(kube.info, request)) : NOT_ASKED,
   );
-  const pluginToken = prefetch(async () => {
-    if (kube.kind !== "ok") return undefined;
-    const verdict = await installation;
-    if (verdict.kind !== "usable") return undefined;
-    const sa = pluginServiceAccount(claims.installationName);
-    return deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, verdict.installation.uid);
+  const pluginToken = prefetch(() => {
+    if (kube.kind !== "ok") return NO_TOKEN;
+    return installation.then((verdict) => {
+      if (verdict.kind !== "usable") return undefined;
+      const sa = pluginServiceAccount(claims.installationName);
+      return deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, verdict.installation.uid);
+    });
   });
 
   // Gate 3: OpenFGA can_view on (user, cluster).
@@ -249,11 +250,14 @@ function impersonates(headers: Readonly<Record<string, string>>): boolean {
   return false;
 }
 
-async function allAllowed(review: UserAccessReview, clusterId: string, userId: string, attributes: readonly AccessAttributes[]): Promise<boolean> {
-  // Nearly every request is one review: asked directly, without an array of answers.
+/** No review was asked, no token minted: the gate before them refuses the request. */
+const NOT_ASKED = Promise.resolve(false);
+const NO_TOKEN = Promise.resolve(undefined);
+
+function allAllowed(review: UserAccessReview, clusterId: string, userId: string, attributes: readonly AccessAttributes[]): Promise<boolean> {
+  // Nearly every request is one review: its own promise, without an async frame or an array of answers.
   if (attributes.length === 1) return review.allowed(clusterId, userId, attributes[0]!);
-  const answers = await Promise.all(attributes.map((a) => review.allowed(clusterId, userId, a)));
-  return answers.every(Boolean);
+  return Promise.all(attributes.map((a) => review.allowed(clusterId, userId, a))).then((answers) => answers.every(Boolean));
 }
 
 /**
