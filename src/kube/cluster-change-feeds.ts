@@ -7,14 +7,15 @@
  * lacks the permission, an API server down) only keeps its cluster on the short TTLs: it is logged
  * once, shown by describe(), retried with backoff, and never fails the process or its readiness.
  *
- * Request cost per cluster and replica (change-feed-watch.ts): five watch requests a second (one per
- * resource), served from the API server's watch cache, and five lists at the start and after a 410.
+ * Request cost per cluster and replica (change-feed-watch.ts): every ~3 s, per resource (five), a
+ * quorum read of one etcd key and a watch served from the API server's watch cache; five lists at the
+ * start and after a 410.
  */
 import type { KubernetesObject } from "#kubernetes-client";
 import { CoreV1Api, CustomObjectsApi } from "#kubernetes-client";
 import type { Logger } from "pino";
 import type { ChangeFeed, FeedState } from "../cache/freshness.ts";
-import { ChangeFeedWatch, type FeedResource, type WatchConnect } from "./change-feed-watch.ts";
+import { ChangeFeedWatch, type FeedResource, quorumReadSelector, type WatchConnect } from "./change-feed-watch.ts";
 import type { Cluster } from "./clusters.ts";
 import type { ListSlots } from "./list-slots.ts";
 import { RBAC_KINDS, RBAC_SOURCE, type RbacKind, rbacHandlers, type ReviewInvalidation } from "./rbac-changes.ts";
@@ -53,6 +54,11 @@ function rbacResource(kind: RbacKind): FeedResource<KubernetesObject> {
       const api = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
       return (page, signal) => api.listClusterCustomObject({ group, version, plural: kind.plural, ...page }, cluster.callOptions(signal));
     },
+    quorumRead: (cluster) => {
+      const api = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+      const fieldSelector = quorumReadSelector(kind.namespaced);
+      return async (signal) => ((await api.listClusterCustomObject({ group, version, plural: kind.plural, fieldSelector }, cluster.callOptions(signal))) as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+    },
   };
 }
 
@@ -62,6 +68,11 @@ const SERVICE_ACCOUNTS: FeedResource<KubernetesObject> = {
   lister: (cluster) => {
     const api = cluster.kubeConfig.makeApiClient(CoreV1Api);
     return (page, signal) => api.listServiceAccountForAllNamespaces(page, cluster.callOptions(signal));
+  },
+  quorumRead: (cluster) => {
+    const api = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const fieldSelector = quorumReadSelector(true);
+    return async (signal) => (await api.listServiceAccountForAllNamespaces({ fieldSelector }, cluster.callOptions(signal))).metadata?.resourceVersion;
   },
 };
 

@@ -10,8 +10,8 @@ export interface Etcd {
   stop(): Promise<void>;
 }
 
-/** Starts a single-member etcd with a throwaway data directory. */
-export async function startEtcd(): Promise<Etcd> {
+/** Starts a single-member etcd with a throwaway data directory; `extraArgs` after the defaults. */
+export async function startEtcd(extraArgs: readonly string[] = []): Promise<Etcd> {
   const bin = resolveBinary("etcd");
   const [clientPort, peerPort] = [await freePort(), await freePort()];
   const clientUrl = `http://127.0.0.1:${clientPort}`;
@@ -29,6 +29,7 @@ export async function startEtcd(): Promise<Etcd> {
     `--initial-cluster=test=${peerUrl}`,
     "--logger=zap",
     "--log-level=warn",
+    ...extraArgs,
   ], dir);
 
   await waitUntilReady(proc, async () => {
