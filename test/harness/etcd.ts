@@ -29,6 +29,11 @@ export async function startEtcd(extraArgs: readonly string[] = []): Promise<Etcd
     `--initial-cluster=test=${peerUrl}`,
     "--logger=zap",
     "--log-level=warn",
+    // A quiet resource's watch cache hears of newer revisions only by events or etcd's progress
+    // notifications (10 minutes by default); etcd >= 3.4.31/3.5.13 answers kube-apiserver's
+    // progress requests instead, which this 3.4.23 predates. Every second, as production etcd's
+    // progress requests would let portcullis's freshness proofs advance (src/kube/change-feed-watch.ts).
+    "--experimental-watch-progress-notify-interval=1s",
     ...extraArgs,
   ], dir);
 

@@ -1,9 +1,9 @@
 /**
  * The kube change feeds (src/kube/cluster-change-feeds.ts) against a real kube-apiserver, reached
  * through a TCP proxy that can stall or throttle it, with the real SubjectAccessReview and
- * TokenRequest caches. Its etcd sends watch progress notifications every second
- * (--experimental-watch-progress-notify-interval): the harness's etcd 3.4.23 predates progress
- * requests, so this is how its watch cache hears of revisions of a quiet resource (change-feed-watch.ts):
+ * TokenRequest caches. The harness's etcd sends watch progress notifications every second
+ * (--experimental-watch-progress-notify-interval; its 3.4.23 predates progress requests): that is how
+ * the watch cache hears of revisions of a quiet resource (change-feed-watch.ts):
  *  - what the server offers: a quorum read's resourceVersion, and a bookmark 2 s before a watch's
  *    timeout that reaches it — so the proof advances every few seconds on a quiet cluster;
  *  - a backlog the server cuts at a watch's timeout (a slow reading side), with a RoleBinding
@@ -72,7 +72,7 @@ async function outcomeOf<T>(ask: () => Promise<T>): Promise<{ value: T; outcomes
 }
 
 beforeAll(async () => {
-  api = await startKubeApiserver({ etcdArgs: ["--experimental-watch-progress-notify-interval=1s"] });
+  api = await startKubeApiserver();
   const port = Number(new URL(api.url).port);
   proxy = await startStallProxy({ host: "127.0.0.1", port });
   dir = mkdtempSync(join(tmpdir(), "change-feeds-"));
