@@ -250,15 +250,19 @@ export const configSchema = z
             inactivityMs: periodMs(60_000)
               .default(90_000)
               .describe("a PluginInstallation, Project, Revocation or cluster-registry watch that hears no event, bookmark or list for this long is unsynced (its checks answer 503; the registry keeps its clusters) and listed again"),
+            // A healthy source is proven every ~3 s, a bookmark up to ~2 s into each cycle (change-feed-watch.ts).
+            freshnessBoundMs: periodMs(6_000)
+              .default(10_000)
+              .describe("the Revocation list and each cluster's PluginInstallation index not proven fresh (every change applied) within this long: the PluginToken requests that depend on it answer 503 dependency-unavailable"),
           })
           .strict()
-          .default({ inactivityMs: 90_000 }),
+          .default({ inactivityMs: 90_000, freshnessBoundMs: 10_000 }),
       })
       .strict()
       .default({
         sar: { timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, safetyNetTtlMs: 60_000, cacheMaxEntries: 50_000 },
         tokenRequest: { expirationSeconds: 3600, audiences: [], timeoutMs: 500, cacheMaxEntries: 20_000 },
-        watch: { inactivityMs: 90_000 },
+        watch: { inactivityMs: 90_000, freshnessBoundMs: 10_000 },
       }),
     plugins: z
       .object({

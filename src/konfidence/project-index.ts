@@ -18,7 +18,8 @@ import type { ProviderTrust } from "../konfidence-model/subjects.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { type ContestedClaim, logContested, SoleClaims, watchKey } from "../kube-watch/sole-claims.ts";
-import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube-watch/watched-index.ts";
+import { keepListWatchMetadata } from "../kube-watch/paged-list.ts";
+import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "../kube-watch/watched-index.ts";
 import { publishInvalidSubject } from "../metrics/events.ts";
 
 export const PROJECTS = { group: "konfidence.cloud", version: "v1alpha1", plural: "projects" } as const;

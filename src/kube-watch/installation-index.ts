@@ -2,9 +2,10 @@
  * The PluginInstallation index of every cluster (FUN-17 §11: "a local PluginInstallation informer"),
  * served by metadata.uid (a uid or name more than one object claims serves none). Fed by a
  * list+watch of plugins.fundament.io/v1 plugininstallations (cluster-scoped), restarted with backoff
- * after any error (watched-index.ts). Until a cluster's index has synced, and whenever its watch is
- * broken, lookups on it throw DependencyUnavailable: a deleted or re-pinned installation must never
- * be served from a view that may be stale. The cluster registry adds a cluster's index when the
+ * after any error (watched-index.ts). Until a cluster's index has synced, whenever its watch is
+ * broken, and whenever it has not been proven fresh within `freshnessBoundMs` (issue 52), lookups on
+ * it throw DependencyUnavailable: a deleted or re-pinned installation must never be served from a
+ * view that may be stale. The cluster registry adds a cluster's index when the
  * cluster is registered, and stops and drops it when the cluster is replaced or removed (each
  * cluster's watch is its own: nothing waits on another's).
  */
@@ -12,7 +13,8 @@ import type { KubernetesObject } from "#kubernetes-client";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { FLEET_LIST_SLOTS } from "../kube-fleet/list-slots.ts";
 import { type ContestedClaim, logContested, SoleClaims, watchKey } from "./sole-claims.ts";
-import { type IndexStore, keepListWatchMetadata, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
+import { keepListWatchMetadata } from "./paged-list.ts";
+import { type IndexStore, provenLagSeconds, type ResolvedWatchOptions, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import type { Installation, InstallationLookup } from "../ports/policy-ports.ts";
 
@@ -166,7 +168,7 @@ const NAMES = { index: "plugin installation", objects: "installations" } as cons
 
 export class InstallationIndex implements InstallationLookup {
   readonly #clusters = new Map<string, ClusterInstallationIndex>();
-  readonly #options: Required<WatchedIndexOptions>;
+  readonly #options: ResolvedWatchOptions;
   #started = false;
 
   constructor(clusters: readonly Cluster[], options: WatchedIndexOptions) {
@@ -238,23 +240,29 @@ export class InstallationIndex implements InstallationLookup {
   }
 
   /** Installations per cluster (and their contested uids and names), for metrics and /readyz?verbose. */
-  sizes(): Array<{ clusterId: string; size: number; contested: number; synced: boolean; hasSynced: boolean; attempted: boolean; gatesReadiness: boolean; lastSyncedAt: Date | undefined }> {
-    return [...this.#clusters].map(([clusterId, index]) => ({
+  sizes(): Array<{ clusterId: string; size: number; contested: number; synced: boolean; hasSynced: boolean; attempted: boolean; gatesReadiness: boolean; lastSyncedAt: Date | undefined; provenLagSeconds: number | undefined; outage?: string }> {
+    return [...this.#clusters].map(([clusterId, index]) => {
+      const unavailable = index.watch.unavailable();
+      return {
       clusterId,
       size: index.store.size,
       contested: index.store.contested,
-      synced: index.watch.synced,
+      synced: unavailable === undefined,
+      provenLagSeconds: provenLagSeconds(index.watch.provenUntil),
+      ...(unavailable === undefined || !index.watch.synced ? {} : { outage: `this cluster's PluginToken requests answer 503: its installations are ${unavailable}` }),
       hasSynced: index.watch.hasSynced,
       attempted: index.attempted,
       gatesReadiness: index.gatesReadiness,
       lastSyncedAt: index.watch.lastSyncedAt,
-    }));
+      };
+    });
   }
 
   byUid(clusterId: string, uid: string): Installation | undefined {
     const index = this.#clusters.get(clusterId);
     if (index === undefined) return undefined;
-    if (!index.watch.synced) throw new DependencyUnavailable("plugin-installation-index", `cluster ${clusterId} not synced`);
+    const unavailable = index.watch.unavailable();
+    if (unavailable !== undefined) throw new DependencyUnavailable("plugin-installation-index", `cluster ${clusterId} ${unavailable}`);
     return index.store.get(uid);
   }
 
@@ -262,7 +270,8 @@ export class InstallationIndex implements InstallationLookup {
   byName(clusterId: string, name: string): Installation | undefined {
     const index = this.#clusters.get(clusterId);
     if (index === undefined) return undefined;
-    if (!index.watch.synced) throw new DependencyUnavailable("plugin-installation-index", `cluster ${clusterId} not synced`);
+    const unavailable = index.watch.unavailable();
+    if (unavailable !== undefined) throw new DependencyUnavailable("plugin-installation-index", `cluster ${clusterId} ${unavailable}`);
     return index.store.named(name);
   }
 }

@@ -4,14 +4,15 @@
  * (the management cluster portcullis runs in, by default). `kubectl apply` of one object reaches
  * every replica's watch within milliseconds; no restart, no rollout.
  *
- * Fail closed: until the watch has synced, and whenever it is broken or silent (watched-index.ts),
- * `revoked()` throws DependencyUnavailable, so PluginToken requests answer 503 rather than being
- * allowed past a deny-list that may be missing an entry.
+ * Fail closed: until the watch has synced, whenever it is broken or silent, and whenever it has not
+ * been proven fresh within `freshnessBoundMs` (watched-index.ts; issue 52: a hung stream closes the
+ * plugin path within that bound), `revoked()` throws DependencyUnavailable, so PluginToken requests
+ * answer 503 rather than being allowed past a deny-list that may be missing an entry.
  */
 import type { Logger } from "pino";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { watchKey } from "./sole-claims.ts";
-import { type IndexStore, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
+import { type IndexStore, provenLagSeconds, resolveWatchOptions, WatchedIndex, type WatchedIndexOptions } from "./watched-index.ts";
 import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import {
   type Revocation,
@@ -86,12 +87,22 @@ export class RevocationIndex implements RevocationList {
   }
 
   /** As readiness reads it: a list that synced before and lost its watch is a 503 for plugin requests, not a "never synced" gate. */
-  size(): { clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined } {
-    return { clusterId: this.#cluster.id, size: this.#store.size, synced: this.#watch.synced, hasSynced: this.#watch.hasSynced, lastSyncedAt: this.#watch.lastSyncedAt };
+  size(): { clusterId: string; size: number; synced: boolean; hasSynced: boolean; lastSyncedAt: Date | undefined; provenLagSeconds: number | undefined; outage?: string } {
+    const unavailable = this.#watch.unavailable();
+    return {
+      clusterId: this.#cluster.id,
+      size: this.#store.size,
+      synced: unavailable === undefined,
+      hasSynced: this.#watch.hasSynced,
+      lastSyncedAt: this.#watch.lastSyncedAt,
+      provenLagSeconds: provenLagSeconds(this.#watch.provenUntil),
+      ...(unavailable === undefined ? {} : { outage: `every PluginToken request answers 503: the revocation list is ${unavailable}` }),
+    };
   }
 
   revoked(subject: RevocationSubject): Revocation | undefined {
-    if (!this.#watch.synced) throw new DependencyUnavailable("revocation-list", "not synced");
+    const unavailable = this.#watch.unavailable();
+    if (unavailable !== undefined) throw new DependencyUnavailable("revocation-list", unavailable);
     return this.#store.set.match(subject);
   }
 }

@@ -19,18 +19,23 @@
  *    was current until the end, and the silence bound still runs from the last sign of life.
  * `hasSynced` (synced at least once) is what process readiness waits for: one cluster's later
  * outage answers 503 for that cluster only, rather than taking every replica out of service.
+ *
+ * An index a PluginToken decision depends on (Revocations, PluginInstallations: issue 52) also
+ * proves how fresh it is, as the change feeds do (change-feed-watch.ts has the argument): each watch
+ * is short (timeoutSeconds 3, so the API server sends a bookmark within it), opened after a quorum
+ * read at t, and t is proven once the watch delivers an event or a bookmark at or past the read's
+ * resourceVersion. A clean end is then followed by a bare reconnect from the last version, not by a
+ * list. `unavailable()` says why its lookups must not be answered: not synced, or not proven
+ * within `freshnessBoundMs` — a hung stream closes the plugin path within that bound, not at the
+ * silence probe.
  */
 import { CoreV1Api, CustomObjectsApi, type KubernetesListObject, type KubernetesObject, ListWatch, type V1ObjectMeta, Watch } from "#kubernetes-client";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { FreshnessProof, QUORUM_READ_TIMEOUT_MS, quorumReadSelector, WATCH_TIMEOUT_SECONDS } from "./change-feed-watch.ts";
+import { keepListWatchMetadata, LIST_TIMEOUT_MS, type ListPage, listInPages } from "./paged-list.ts";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { ListSlots } from "../kube-fleet/list-slots.ts";
-
-/**
- * The longest a list may take before it counts as failed and is retried with backoff, from when it
- * got a list slot (list-slots.ts): waiting for one is not a failure.
- */
-export const LIST_TIMEOUT_MS = 10_000;
 
 /**
  * How long a watch may stay silent (no event, no bookmark) before the index counts as unsynced.
@@ -107,48 +112,13 @@ export interface IndexStore<T extends KubernetesObject> {
   readonly size: number;
 }
 
-/**
- * The metadata ListWatch itself reads — namespace and name (its cache key), resourceVersion (an
- * update or a repeat; where the watch resumes) — and the uid, which stores key by or compare.
- */
-export function keepListWatchMetadata(metadata: V1ObjectMeta): Pick<V1ObjectMeta, "name" | "namespace" | "uid" | "resourceVersion"> {
-  return { name: metadata.name, namespace: metadata.namespace, uid: metadata.uid, resourceVersion: metadata.resourceVersion };
+/** How long ago an index was last proven fresh (metrics); undefined when it does not prove. */
+export function provenLagSeconds(provenUntil: number | undefined): number | undefined {
+  return provenUntil === undefined ? undefined : Math.max(0, performance.now() - provenUntil) / 1_000;
 }
 
-/**
- * Objects per list request. An answer is held whole while it is read — its bytes, its text, every
- * object parsed — so the page, not the whole list, sets that peak; and the heap and malloc keep the
- * pages they grew into long after. 10,000 real-looking PluginInstallations (2.2 KB of JSON each,
- * bench/servers/upstream-fakes.ts), idle after a full GC: 256-262 MiB RSS listed at once, 211-213
- * paged (one installation: 180-183). 500 is client-go's reflector's page too.
- */
-const LIST_PAGE_SIZE = 500;
-
-/** One page of a list: from `_continue` (the previous page's token), at most `limit` objects. */
-export type ListPage<T extends KubernetesObject> = (page: { limit: number; _continue?: string }, signal: AbortSignal) => Promise<KubernetesListObject<T>>;
-
-/**
- * The whole list, a page at a time, each page's objects kept (IndexStore.keep) before the next is
- * asked for. The pages are one snapshot: the API server serves every continuation at the first
- * page's resourceVersion, or answers 410 if that is compacted away (a failed list, listed afresh).
- */
-export async function listInPages<T extends KubernetesObject>(listPage: ListPage<T>, keep: (obj: T) => T, signal: AbortSignal): Promise<KubernetesListObject<T>> {
-  const items: T[] = [];
-  let _continue: string | undefined;
-  for (;;) {
-    const page = await listPage({ limit: LIST_PAGE_SIZE, _continue }, signal);
-    // A list without an array of items reaches ListWatch as it came, to fail there as before.
-    if (!Array.isArray(page.items)) return page;
-    for (const item of page.items) items.push(keep(item));
-    // CoreV1Api deserializes the metadata (`_continue`); CustomObjectsApi hands over the JSON (`continue`).
-    const metadata = page.metadata as { _continue?: string; continue?: string } | undefined;
-    _continue = metadata?._continue ?? metadata?.continue;
-    if (_continue === undefined || _continue === "") return { ...page, items };
-  }
-}
-
-/** The API path of a resource, and a page of its list. */
-function listerOf<T extends KubernetesObject>(cluster: Cluster, resource: WatchedResource): { path: string; listPage: ListPage<T> } {
+/** The API path of a resource, a page of its list, and a quorum read (change-feed-watch.ts) resolving with its resourceVersion. */
+function listerOf<T extends KubernetesObject>(cluster: Cluster, resource: WatchedResource): { path: string; listPage: ListPage<T>; quorumRead: (signal: AbortSignal) => Promise<string | undefined> } {
   const { group, version, plural, namespace, labelSelector } = resource;
   const scope = namespace === undefined ? "" : `/namespaces/${namespace}`;
   if (group === "") {
@@ -157,6 +127,7 @@ function listerOf<T extends KubernetesObject>(cluster: Cluster, resource: Watche
     return {
       path: `/api/${version}${scope}/${plural}`,
       listPage: async (page, signal) => (await core.listNamespacedSecret({ namespace, labelSelector, ...page }, cluster.callOptions(signal))) as unknown as KubernetesListObject<T>,
+      quorumRead: async (signal) => (await core.listNamespacedSecret({ namespace, fieldSelector: quorumReadSelector(false) }, cluster.callOptions(signal))).metadata?.resourceVersion,
     };
   }
   const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
@@ -166,6 +137,12 @@ function listerOf<T extends KubernetesObject>(cluster: Cluster, resource: Watche
       namespace === undefined
         ? custom.listClusterCustomObject({ group, version, plural, labelSelector, ...page }, cluster.callOptions(signal))
         : custom.listNamespacedCustomObject({ group, version, namespace, plural, labelSelector, ...page }, cluster.callOptions(signal)),
+    // The namespace is in the path: a name alone narrows the read to one key.
+    quorumRead: async (signal) => {
+      const fieldSelector = quorumReadSelector(false);
+      const list = namespace === undefined ? await custom.listClusterCustomObject({ group, version, plural, fieldSelector }, cluster.callOptions(signal)) : await custom.listNamespacedCustomObject({ group, version, namespace, plural, fieldSelector }, cluster.callOptions(signal));
+      return (list as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+    },
   };
 }
 
@@ -177,6 +154,8 @@ export interface WatchedIndexOptions {
   readonly inactivityMs?: number;
   /** Bounds how many lists run at once, shared with other indexes (FLEET_LIST_SLOTS); unbounded when absent. */
   readonly listSlots?: ListSlots;
+  /** Prove freshness (module comment); lookups are refused while not proven within this bound. Absent: not proven. */
+  readonly freshnessBoundMs?: number;
 }
 
 /** How the index names itself in log lines: `{index} index synced`, `{ objects: size }`. */
@@ -185,8 +164,11 @@ export interface IndexNames {
   readonly objects: string;
 }
 
-export function resolveWatchOptions(options: WatchedIndexOptions): Required<WatchedIndexOptions> {
+export type ResolvedWatchOptions = Required<Omit<WatchedIndexOptions, "freshnessBoundMs">> & Pick<WatchedIndexOptions, "freshnessBoundMs">;
+
+export function resolveWatchOptions(options: WatchedIndexOptions): ResolvedWatchOptions {
   return {
+    ...(options.freshnessBoundMs === undefined ? {} : { freshnessBoundMs: options.freshnessBoundMs }),
     logger: options.logger,
     initialBackoffMs: options.initialBackoffMs ?? 250,
     maxBackoffMs: options.maxBackoffMs ?? 30_000,
@@ -200,8 +182,12 @@ export class WatchedIndex<T extends KubernetesObject> {
   readonly #resource: WatchedResource;
   readonly #store: IndexStore<T>;
   readonly #names: IndexNames;
-  readonly #options: Required<WatchedIndexOptions>;
+  readonly #options: ResolvedWatchOptions;
   #listWatch: ListWatch<T> | undefined;
+  /** Proven freshness, when freshnessBoundMs is set (module comment). */
+  readonly #proof = new FreshnessProof();
+  /** A list ListWatch is applying: proven (listed) once its watch is opened, which ListWatch does after applying it. */
+  #listed: { readonly sentAt: number; readonly resourceVersion: string } | undefined;
   #synced = false;
   #hasSynced = false;
   #lastSyncedAt: Date | undefined;
@@ -220,7 +206,7 @@ export class WatchedIndex<T extends KubernetesObject> {
    */
   #generation = 0;
 
-  constructor(cluster: Cluster, resource: WatchedResource, store: IndexStore<T>, names: IndexNames, options: Required<WatchedIndexOptions>) {
+  constructor(cluster: Cluster, resource: WatchedResource, store: IndexStore<T>, names: IndexNames, options: ResolvedWatchOptions) {
     this.#cluster = cluster;
     this.#resource = resource;
     this.#store = store;
@@ -244,6 +230,22 @@ export class WatchedIndex<T extends KubernetesObject> {
     return this.#hasSynced;
   }
 
+  /** Every change committed before this (performance.now()) is applied; undefined unless proven. */
+  get provenUntil(): number | undefined {
+    return this.#options.freshnessBoundMs === undefined ? undefined : this.#proof.provenUntil;
+  }
+
+  /** Why a lookup must not be answered now: not synced, or not proven within freshnessBoundMs; undefined when it may. */
+  unavailable(): string | undefined {
+    if (!this.#synced) return "not synced";
+    const bound = this.#options.freshnessBoundMs;
+    if (bound === undefined) return undefined;
+    const proven = this.#proof.provenUntil;
+    const lagMs = proven === undefined ? Number.POSITIVE_INFINITY : performance.now() - proven;
+    if (lagMs <= bound) return undefined;
+    return `not proven fresh within ${bound} ms (last proof ${proven === undefined ? "never" : `${Math.round(lagMs)} ms ago`})`;
+  }
+
   /** When a list and its watch last succeeded (for /readyz?verbose); undefined before the first. */
   get lastSyncedAt(): Date | undefined {
     return this.#lastSyncedAt;
@@ -255,17 +257,20 @@ export class WatchedIndex<T extends KubernetesObject> {
     const generation = this.#generation;
     const givenUp = new AbortController();
     this.#givenUp = givenUp;
-    const { path, listPage } = listerOf<T>(this.#cluster, this.#resource);
+    const { path, listPage, quorumRead } = listerOf<T>(this.#cluster, this.#resource);
     const keep = this.#keep;
     const listWatch = new ListWatch<T>(
       path,
-      this.#guardedWatch(generation, keep),
+      this.#guardedWatch(generation, keep, quorumRead),
       // client-node sets no deadline on the list: a list the API server never answers would keep the
       // index unsynced for undici's 300 s default, long after the server is healthy again. Lists
       // (the first, and every one in place) wait for a slot; the deadline runs from the slot.
       async () => {
+        const sentAt = performance.now();
         const list = await this.#options.listSlots.run((signal) => listInPages(listPage, keep, signal), { timeoutMs: LIST_TIMEOUT_MS, signal: givenUp.signal });
         this.#heardFrom(generation);
+        const resourceVersion = list.metadata?.resourceVersion;
+        if (generation === this.#generation && typeof resourceVersion === "string") this.#listed = { sentAt, resourceVersion };
         return list;
       },
       false,
@@ -310,26 +315,39 @@ export class WatchedIndex<T extends KubernetesObject> {
    * reconnects from a callback that nobody awaits, so a rejection there would be unhandled,
    * freezing the index while it still called itself synced.
    */
-  #guardedWatch(generation: number, keep: (obj: T) => T): Watch {
+  #guardedWatch(generation: number, keep: (obj: T) => T, quorumRead: (signal: AbortSignal) => Promise<string | undefined>): Watch {
     const watch = new Watch(this.#cluster.kubeConfig);
     // client-node aborts a watch that receives no byte for 30 s; a healthy quiet watch hears a
     // bookmark only about once a minute, so its bound is ours (a private field, set by name).
     Object.assign(watch, { requestTimeoutMs: this.#options.inactivityMs });
     const connect = watch.watch.bind(watch);
+    const proving = this.#options.freshnessBoundMs !== undefined;
+    const current = () => generation === this.#generation && !this.#stopped;
     watch.watch = async (path, queryParams, callback, done) => {
       let endedForList = false;
       try {
+        if (proving && current()) {
+          // ListWatch opens a watch only after applying its list.
+          if (this.#listed !== undefined) this.#proof.listed(this.#listed.sentAt, this.#listed.resourceVersion);
+          this.#listed = undefined;
+          const askedAt = performance.now();
+          this.#proof.asked(askedAt, await quorumRead(AbortSignal.any([this.#givenUp!.signal, AbortSignal.timeout(QUORUM_READ_TIMEOUT_MS)])));
+        }
         const request = await connect(
           path,
-          { ...queryParams, allowWatchBookmarks: true },
+          { ...queryParams, allowWatchBookmarks: true, ...(proving ? { timeoutSeconds: WATCH_TIMEOUT_SECONDS } : {}) },
           (phase, obj, event) => {
             this.#heardFrom(generation);
             // A BOOKMARK carries only a resourceVersion; an ERROR is a Status, read by ListWatch whole.
             callback(phase, phase === "ADDED" || phase === "MODIFIED" || phase === "DELETED" ? keep(obj) : obj, event);
+            // Applied (ListWatch's handlers are synchronous), in order: the watch has reached it.
+            if (proving && current() && phase !== "ERROR") this.#proof.reached((obj as KubernetesObject | undefined)?.metadata?.resourceVersion);
           },
           (err) => {
             if (generation === this.#generation) this.#listAgain = undefined;
-            if (endedForList || err === null || err === undefined || isGone(err)) done(LIST_AGAIN);
+            // A proving watch ends every few seconds: reconnected from the last version, its freshness proven by the reads.
+            if (proving && !endedForList && (err === null || err === undefined)) done(null);
+            else if (endedForList || err === null || err === undefined || isGone(err)) done(LIST_AGAIN);
             else this.#failed(generation, err);
           },
         );

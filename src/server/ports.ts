@@ -94,7 +94,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
   });
   // PluginInstallations are watched only where the Fundament policies are served: the cluster of a
   // Konfidence-only deployment need not have their CRD, and readiness would wait for it forever.
-  const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger, inactivityMs: config.kube.watch.inactivityMs });
+  const installations = new InstallationIndex(canView === undefined ? [] : clusters.all(), { logger, inactivityMs: config.kube.watch.inactivityMs, freshnessBoundMs: config.kube.watch.freshnessBoundMs });
   installations.start().catch((err: unknown) => logger.error({ err }, "plugin installation index failed to start"));
   if (canView !== undefined) for (const cluster of clusters.all()) changeFeeds.add(cluster);
   const rulesReviews = new SelfSubjectRulesReviews(clusters, { timeoutMs: config.kube.sar.timeoutMs });
@@ -196,7 +196,7 @@ async function revocationIndex(config: Config, logger: Logger): Promise<{ index:
     return undefined;
   }
   const cluster = await Clusters.load([{ id: "revocations", ...source }]);
-  const index = new RevocationIndex(cluster.get("revocations")!, { logger, inactivityMs: config.kube.watch.inactivityMs });
+  const index = new RevocationIndex(cluster.get("revocations")!, { logger, inactivityMs: config.kube.watch.inactivityMs, freshnessBoundMs: config.kube.watch.freshnessBoundMs });
   index.start().catch((err: unknown) => logger.error({ err }, "revocation index failed to start"));
   return { index, cluster };
 }

@@ -46,6 +46,8 @@ export interface IndexSizes {
     conflicts?: ReadonlyArray<{ clusterId: string; secrets: readonly string[] }>;
     /** Names or uids more than one of its objects claims (src/kube-watch/sole-claims.ts); absent where none can be. */
     contested?: number;
+    /** Since when every change is proven applied (issue 52), for the indexes PluginToken decisions depend on; absent elsewhere. */
+    provenLagSeconds?: number | undefined;
   }>;
 }
 
@@ -213,6 +215,16 @@ export function createMetrics(sources: MetricSources): Registry {
     aggregator: "min",
     collect() {
       for (const i of indexSizes()) this.set({ index: i.index, cluster_id: i.clusterId }, i.synced ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "portcullis_index_proven_lag_seconds",
+    help: "How long ago every change to the index was proven applied (Revocations, PluginInstallations): past kube.watch.freshnessBoundMs its PluginToken requests answer 503",
+    labelNames: ["index", "cluster_id"],
+    registers: [registry],
+    aggregator: "max",
+    collect() {
+      for (const i of indexSizes()) if (i.provenLagSeconds !== undefined) this.set({ index: i.index, cluster_id: i.clusterId }, i.provenLagSeconds);
     },
   });
   new Gauge({

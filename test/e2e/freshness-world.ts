@@ -55,6 +55,8 @@ const LIVE_DENY_TTL_MS = 2_000;
 /** Today's defaults (src/config/schema.ts), which a cut source must fall back to. */
 export const DEFAULT_ALLOW_TTL_MS = 5_000;
 export const DEFAULT_DENY_TTL_MS = 2_000;
+/** kube.watch.freshnessBoundMs's default: the plugin path closes past it when its sources are not proven fresh. */
+export const DEFAULT_FRESHNESS_BOUND_MS = 10_000;
 
 export interface Replica {
   readonly name: string;
@@ -389,6 +391,12 @@ export interface Change {
   readonly bound: { readonly live: string; readonly cut: string };
   /** Measured with the sources cut within today's TTLs: false where the cut source has no short TTL to fall back to. */
   readonly cutWithinTtl: boolean;
+  /**
+   * With the sources cut, refused within this (ms) of the change though no TTL bounds it: the
+   * Revocation and PluginInstallation indexes close the plugin path (503) once not proven fresh
+   * within kube.watch.freshnessBoundMs (issue 52), and their last proof precedes the cut.
+   */
+  readonly cutBoundMs?: number;
   request(world: FreshnessWorld): Promise<RequestSpec>;
   /** Before the first repetition, and after the last. */
   setUp?(world: FreshnessWorld): Promise<void>;
@@ -446,7 +454,7 @@ const nameOf = (obj: Record<string, unknown>) => (obj["metadata"] as { name: str
 
 const SAR_EVENT = "RBAC watch event (kube-rbac) → SubjectAccessReview answers dropped";
 /** A hung change-feed watch is aborted 2 s past its 1 s timeout (src/kube-watch/change-feed-watch.ts) and opened again on a new connection. */
-const STALL = "the hung watch's stall detection (1 s timeout + 2 s grace), then a new watch's event";
+const STALL = "the hung watch proves nothing past what it delivered (its stall detection: 3 s timeout + 2 s grace, then a new watch's event)";
 const SAR_TTL = `${STALL}; at most the SubjectAccessReview allow TTL (kube.sar.allowTtlMs, ${DEFAULT_ALLOW_TTL_MS / 1000} s)`;
 
 /**
@@ -542,9 +550,10 @@ export const CHANGES: readonly Change[] = [
     reason: "revoked",
     bound: {
       live: "PluginInstallation watch (the index holds the pin; no cache keyed by it)",
-      cut: "PluginInstallation watch hung: its silence probe (kube.watch.inactivityMs − 20 s, 70 s by default), not a TTL",
+      cut: "PluginInstallation watch hung: the index is no longer proven fresh, PluginToken requests answer 503 past kube.watch.freshnessBoundMs (10 s)",
     },
     cutWithinTtl: false,
+    cutBoundMs: DEFAULT_FRESHNESS_BOUND_MS,
     request: pluginRequest(users.alice, `${CERT}/namespaces/team-a/certificates/web`),
     setUp: async (w) => void (await custom(w).createClusterCustomObject({ ...REVOCATIONS, body: REVOKED_DEFINITION })),
     tearDown: async (w) => void (await custom(w).deleteClusterCustomObject({ ...REVOCATIONS, name: nameOf(REVOKED_DEFINITION) })),
@@ -559,9 +568,10 @@ export const CHANGES: readonly Change[] = [
     reason: "revoked",
     bound: {
       live: "Revocation watch (the deny-list; no cache keyed by it)",
-      cut: "Revocation watch hung: its silence probe (70 s by default), not a TTL",
+      cut: "Revocation watch hung: the list is no longer proven fresh, PluginToken requests answer 503 past kube.watch.freshnessBoundMs (10 s)",
     },
     cutWithinTtl: false,
+    cutBoundMs: DEFAULT_FRESHNESS_BOUND_MS,
     request: pluginRequest(users.alice, `${CERT}/namespaces/team-a/certificates/web`),
     apply: async (w) => void (await custom(w).createClusterCustomObject({ ...REVOCATIONS, body: revokedInstallation(w) })),
     restore: async (w) => void (await custom(w).deleteClusterCustomObject({ ...REVOCATIONS, name: nameOf(revokedInstallation(w)) })),
@@ -574,9 +584,10 @@ export const CHANGES: readonly Change[] = [
     reason: "installation-unavailable",
     bound: {
       live: "PluginInstallation watch (the plugin ServiceAccount's token is cached per installation uid)",
-      cut: "PluginInstallation watch hung: its silence probe (70 s by default), not a TTL",
+      cut: "PluginInstallation watch hung: the index is no longer proven fresh, PluginToken requests answer 503 past kube.watch.freshnessBoundMs (10 s)",
     },
     cutWithinTtl: false,
+    cutBoundMs: DEFAULT_FRESHNESS_BOUND_MS,
     request: pluginRequest(users.alice, `${CERT}/namespaces/team-a/certificates/web`),
     apply: async (w) => void (await custom(w).deleteClusterCustomObject({ ...INSTALLATIONS, name: "cert-manager" })),
     async restore(w) {

@@ -10,8 +10,8 @@ export interface Etcd {
   stop(): Promise<void>;
 }
 
-/** Starts a single-member etcd with a throwaway data directory. */
-export async function startEtcd(): Promise<Etcd> {
+/** Starts a single-member etcd with a throwaway data directory; `extraArgs` after the defaults. */
+export async function startEtcd(extraArgs: readonly string[] = []): Promise<Etcd> {
   const bin = resolveBinary("etcd");
   const [clientPort, peerPort] = [await freePort(), await freePort()];
   const clientUrl = `http://127.0.0.1:${clientPort}`;
@@ -29,6 +29,12 @@ export async function startEtcd(): Promise<Etcd> {
     `--initial-cluster=test=${peerUrl}`,
     "--logger=zap",
     "--log-level=warn",
+    // A quiet resource's watch cache hears of newer revisions only by events or etcd's progress
+    // notifications (10 minutes by default); etcd >= 3.4.31/3.5.13 answers kube-apiserver's
+    // progress requests instead, which this 3.4.23 predates. Every second, as production etcd's
+    // progress requests would let portcullis's freshness proofs advance (src/kube-watch/change-feed-watch.ts).
+    "--experimental-watch-progress-notify-interval=1s",
+    ...extraArgs,
   ], dir);
 
   await waitUntilReady(proc, async () => {

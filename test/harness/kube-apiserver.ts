@@ -12,6 +12,8 @@ import { freePort } from "./ports.ts";
 export interface KubeApiserverOptions {
   /** Extra kube-apiserver flags, e.g. `--feature-gates=...`; they override the defaults. */
   extraArgs?: string[];
+  /** Extra etcd flags, e.g. `--experimental-watch-progress-notify-interval=1s`. */
+  etcdArgs?: string[];
 }
 
 export interface KubeApiserver {
@@ -43,7 +45,7 @@ export interface KubeApiserver {
  */
 export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promise<KubeApiserver> {
   const bin = resolveBinary("kubeApiserver");
-  const etcd = await startEtcd();
+  const etcd = await startEtcd(opts.etcdArgs);
   let proc: ManagedProcess | undefined;
   const dir = makeTempDir("kube-apiserver");
   try {

@@ -1,8 +1,13 @@
 /**
  * The kube change feeds (src/kube-watch/cluster-change-feeds.ts) against a real kube-apiserver, reached
- * through a TCP proxy that can stall it, with the real SubjectAccessReview and TokenRequest caches:
- *  - what the server offers: on a quiet resource no bookmark comes, even at timeoutSeconds 3; a
- *    watch ends cleanly at its timeout — so the proof advances about every second on a quiet cluster;
+ * through a TCP proxy that can stall or throttle it, with the real SubjectAccessReview and
+ * TokenRequest caches. The harness's etcd sends watch progress notifications every second
+ * (--experimental-watch-progress-notify-interval; its 3.4.23 predates progress requests): that is how
+ * the watch cache hears of revisions of a quiet resource (change-feed-watch.ts):
+ *  - what the server offers: a quorum read's resourceVersion, and a bookmark 2 s before a watch's
+ *    timeout that reaches it — so the proof advances every few seconds on a quiet cluster;
+ *  - a backlog the server cuts at a watch's timeout (a slow reading side), with a RoleBinding
+ *    deletion behind it: no allow past the short TTL (the proof before issue 52 served one);
  *  - a RoleBinding deleted in one namespace drops that namespace's answers only, at once; a
  *    ClusterRole narrowed drops the cluster's (and how many answers the narrowing keeps);
  *  - a stalled API server (TCP alive, no bytes) stops the proof within about two seconds;
@@ -16,7 +21,7 @@ import { Watch } from "@kubernetes/client-node";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AccessAttributes } from "../../src/ports/policy-ports.ts";
-import { CACHE_LAG_MARGIN_MS, STALL_GRACE_MS, WATCH_TIMEOUT_SECONDS } from "../../src/kube-watch/change-feed-watch.ts";
+import { quorumReadSelector, STALL_GRACE_MS, WATCH_TIMEOUT_SECONDS } from "../../src/kube-watch/change-feed-watch.ts";
 import { ClusterChangeFeeds } from "../../src/kube-watch/cluster-change-feeds.ts";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";
 import { TokenRequests } from "../../src/kube-calls/service-account-tokens.ts";
@@ -56,6 +61,9 @@ const binding = (namespace: string) => ({
   subjects: [{ kind: "ServiceAccount", name: `fundament-${USER}`, namespace: "fundament-system" }],
 });
 
+/** Until the RBAC proof is a second old at most: an answer past its TTL is then served by it. */
+const freshProof = () => until(() => performance.now() - (feeds.rbac.provenUntil("c") ?? 0) < 1_000, 10_000, "a fresh proof");
+
 /** Runs `ask` and returns what the SubjectAccessReview cache said of it (hit, miss…). */
 async function outcomeOf<T>(ask: () => Promise<T>): Promise<{ value: T; outcomes: string[] }> {
   const from = lookups.length;
@@ -91,8 +99,8 @@ beforeAll(async () => {
   clusters = await Clusters.load([{ id: "c", kubeconfig }]);
   const logger = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
   feeds = new ClusterChangeFeeds({ logger, targets: () => ({ reviews, tokens }) });
-  // Denials kept unproven as long as allows: the proof lags by up to ~2.3 s (a watch's second, the watch
-  // cache's margin, the reconnect), so a 2 s denial past its TTL would be a hit only some of the time.
+  // Denials kept unproven as long as allows: the proof lags by up to ~5 s (a cycle of ~3 s, and the
+  // bookmark within the next), so a 2 s denial past its TTL would be a hit only some of the time.
   reviews = new SubjectAccessReviews(clusters, { timeoutMs: 2_000, allowTtlMs: 5_000, denyTtlMs: 5_000, maxEntries: 1_000, rbac: { feed: feeds.rbac, safetyNetTtlMs: 60_000 } });
   tokens = new TokenRequests(clusters, { expirationSeconds: 600, audiences: [], timeoutMs: 2_000, maxEntries: 100 });
   feeds.add(clusters.get("c")!);
@@ -110,32 +118,40 @@ afterAll(async () => {
 });
 
 describe("what kube-apiserver offers a quiet watch", () => {
-  it.each([1, 3])("timeoutSeconds=%i with bookmarks asked: no bookmark, no event, a clean end at the timeout", async (seconds) => {
-    const { json } = await rawRequest(api, "GET", `${RBAC}/clusterroles?limit=1`, undefined);
-    const from = (json as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
-    const heard: string[] = [];
+  it("a quorum read of one key reads etcd's current revision, and a watch of timeoutSeconds=3 delivers a bookmark reaching it", async () => {
+    const selector = encodeURIComponent(quorumReadSelector(false));
+    const { json: listed } = await rawRequest(api, "GET", `${RBAC}/clusterrolebindings?limit=1`, undefined);
+    // Something else written since the list: without it the read would find the list's own revision (proven at once).
+    const { json: written } = await rawRequest(api, "POST", "/api/v1/namespaces/default/configmaps", { metadata: { generateName: "revision-" } });
+    const writtenAt = BigInt((written as { metadata: { resourceVersion: string } }).metadata.resourceVersion);
+    const { json: read } = await rawRequest(api, "GET", `${RBAC}/clusterrolebindings?fieldSelector=${selector}`, undefined);
+    const quorum = (read as { metadata: { resourceVersion: string }; items: unknown[] }).metadata.resourceVersion;
+    // A ConfigMap's revision, read on ClusterRoleBindings: one counter for every key.
+    expect(BigInt(quorum)).toBeGreaterThanOrEqual(writtenAt);
+    expect((read as { items: unknown[] }).items).toEqual([]);
+    const heard: Array<{ type: string; resourceVersion: string; ms: number }> = [];
     const sent = performance.now();
     const ended = await new Promise<{ err: unknown; ms: number }>((resolve) => {
       void new Watch(kubeConfig(api)).watch(
-        `${RBAC}/clusterroles`,
-        { resourceVersion: from, allowWatchBookmarks: true, timeoutSeconds: seconds },
-        (type) => heard.push(type),
+        `${RBAC}/clusterrolebindings`,
+        { resourceVersion: (listed as { metadata: { resourceVersion: string } }).metadata.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS },
+        (type, obj: { metadata?: { resourceVersion?: string } }) => heard.push({ type, resourceVersion: obj.metadata?.resourceVersion ?? "", ms: performance.now() - sent }),
         (err) => resolve({ err, ms: performance.now() - sent }),
       );
     });
-    expect(heard).toEqual([]);
     expect(ended.err).toBeNull();
-    expect(ended.ms).toBeGreaterThanOrEqual(seconds * 1_000);
-    expect(ended.ms).toBeLessThan(seconds * 1_000 + 500);
+    expect(heard.every((h) => h.type === "BOOKMARK")).toBe(true);
+    const reaching = heard.find((h) => BigInt(h.resourceVersion) >= BigInt(quorum));
+    expect(reaching?.ms).toBeLessThan(WATCH_TIMEOUT_SECONDS * 1_000);
   });
 });
 
 describe("the proof on a quiet cluster", () => {
-  it("advances about every second and stays within two and a half seconds of now", { timeout: 20_000 }, async () => {
+  it("advances every few seconds and stays within about five seconds of now", { timeout: 30_000 }, async () => {
     const advances: number[] = [];
     let worstLag = 0;
     let last = feeds.rbac.provenUntil("c");
-    for (const started = performance.now(); performance.now() - started < 8_000; await sleep(20)) {
+    for (const started = performance.now(); performance.now() - started < 15_000; await sleep(20)) {
       const proven = feeds.rbac.provenUntil("c");
       expect(proven).toBeDefined();
       if (proven !== last) advances.push(performance.now());
@@ -143,10 +159,10 @@ describe("the proof on a quiet cluster", () => {
       worstLag = Math.max(worstLag, performance.now() - proven!);
     }
     const gaps = advances.slice(1).map((t, i) => t - advances[i]!);
-    // The RBAC proof is the least of four watches' (each proves every ~1 s): it advances when the laggard's watch ends.
-    expect(advances.length).toBeGreaterThanOrEqual(6);
-    expect(Math.max(...gaps)).toBeLessThan(WATCH_TIMEOUT_SECONDS * 1_000 + 600);
-    expect(worstLag).toBeLessThan(2 * WATCH_TIMEOUT_SECONDS * 1_000 + CACHE_LAG_MARGIN_MS + 300);
+    // The RBAC proof is the least of four watches' (each proves once a cycle of ~3 s): it advances when the laggard's does.
+    expect(advances.length).toBeGreaterThanOrEqual(3);
+    expect(Math.max(...gaps)).toBeLessThan(2 * WATCH_TIMEOUT_SECONDS * 1_000);
+    expect(worstLag).toBeLessThan(2 * WATCH_TIMEOUT_SECONDS * 1_000);
     expect(feeds.describe()).toEqual([
       { source: "kube-rbac", scope: "c", synced: true, lagSeconds: expect.any(Number) },
       { source: "kube-serviceaccounts", scope: "c", synced: true, lagSeconds: expect.any(Number) },
@@ -161,12 +177,14 @@ describe("RBAC changes drop what they can change, at once", () => {
     expect(await reviews.allowed("c", USER, NODES)).toBe(false);
     // Past the TTLs (5 s): the feed's proof is what keeps them served.
     await sleep(5_500);
+    await freshProof();
     for (const asked of [pods("team-a"), pods("team-b"), NODES]) expect((await outcomeOf(() => reviews.allowed("c", USER, asked))).outcomes).toEqual(["hit"]);
 
     const from = invalidations.length;
     await apply("DELETE", `${RBAC}/namespaces/team-a/rolebindings/read-pods`);
     const ms = await until(async () => !(await reviews.allowed("c", USER, pods("team-a"))), 3_000, "team-a's answer to turn");
     expect(ms).toBeLessThan(1_000);
+    await freshProof();
     expect((await outcomeOf(() => reviews.allowed("c", USER, pods("team-b")))).outcomes).toEqual(["hit"]);
     expect((await outcomeOf(() => reviews.allowed("c", USER, NODES))).outcomes).toEqual(["hit"]);
     expect(invalidations.slice(from).filter((i) => i.cache === "subject_access_review")).toEqual([{ cache: "subject_access_review", source: "kube-rbac", cause: "rolebinding", entries: 1 }]);
@@ -231,8 +249,60 @@ describe("ServiceAccounts", () => {
   });
 });
 
+describe("a backlog the API server cuts at a watch's timeout", () => {
+  /**
+   * The reading side's pace once the stall ends: a watch drains a few MB a second (its proof before
+   * issue 52 kept fresh), and the server, blocked by it, cuts each watch at its timeout.
+   */
+  const BYTES_PER_SECOND = 4_000_000;
+  const UPDATES = 150;
+  const TTL_MS = 5_000;
+
+  it("a RoleBinding deleted behind large RoleBinding updates: no allow past the short TTL, and the deletion applied once the backlog drains", { timeout: 180_000 }, async () => {
+    for (const name of ["team-c", "bulk"]) await apply("POST", "/api/v1/namespaces", { metadata: { name } });
+    const roleRef = { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "pod-reader-c" };
+    await apply("POST", `${RBAC}/clusterroles`, { metadata: { name: "pod-reader-c" }, rules: [{ apiGroups: [""], resources: ["pods"], verbs: ["get"] }] });
+    await apply("POST", `${RBAC}/namespaces/team-c/rolebindings`, { ...binding("team-c"), roleRef });
+    // A tenant's RoleBinding of ~200 KB in its own namespace, rewritten in a burst: each MODIFIED event carries it whole.
+    const subjects = Array.from({ length: 2_000 }, (_, i) => ({ kind: "User", name: `bulk-${i}-${"x".repeat(80)}` }));
+    let bulk = (await apply("POST", `${RBAC}/namespaces/bulk/rolebindings`, { metadata: { name: "bulk" }, roleRef, subjects })) as { metadata: Record<string, unknown> };
+    const created = performance.now();
+    await until(() => (feeds.rbac.provenUntil("c") ?? 0) > created, 20_000, "the proof to cover the RoleBindings");
+    // An answer asked within its TTL of a change covering it is kept for that TTL only (cached-lookup.ts).
+    await sleep(TTL_MS);
+    // The allow, asked now: kept TTL_MS on its own, past it while the feed proves.
+    expect(await outcomeOf(() => reviews.allowed("c", USER, pods("team-c")))).toEqual({ value: true, outcomes: ["miss"] });
+
+    // The reading side stops while the burst and the deletion are written, then reads slowly: a backlog.
+    proxy.stall();
+    let deletedAt: number;
+    try {
+      for (let i = 0; i < UPDATES; i++) {
+        bulk = (await apply("PUT", `${RBAC}/namespaces/bulk/rolebindings/bulk`, { metadata: bulk.metadata, roleRef, subjects: subjects.map((s) => ({ ...s, name: `${s.name}-${i}` })) })) as typeof bulk;
+      }
+      await apply("DELETE", `${RBAC}/namespaces/team-c/rolebindings/read-pods`);
+      deletedAt = performance.now();
+      // Until the deletion is older than the allow's TTL: from here on only a proof could serve it.
+      await sleep(TTL_MS);
+    } finally {
+      proxy.throttle(BYTES_PER_SECOND);
+      proxy.resume();
+    }
+    try {
+      // The feed proves again: before issue 52, at the first watch the server cut (the deletion still
+      // queued behind the backlog); now, once the watch has delivered past a read made after the deletion.
+      await until(() => performance.now() - (feeds.rbac.provenUntil("c") ?? 0) < TTL_MS - 300, 90_000, "a proof that serves answers past their TTL");
+      expect(performance.now() - deletedAt).toBeGreaterThan(TTL_MS);
+      expect(await reviews.allowed("c", USER, pods("team-c"))).toBe(false);
+    } finally {
+      proxy.throttle(undefined);
+    }
+    await until(() => feeds.describe().every((s) => s.synced), 60_000, "every feed to prove again once the backlog drained");
+  });
+});
+
 describe("a stalled API server", () => {
-  it("stops the proof within about two seconds (TCP alive, no bytes), says so, and it proves again once the bytes flow", { timeout: 40_000 }, async () => {
+  it("stops the proof at once (TCP alive, no bytes), says so, and it proves again once the bytes flow", { timeout: 40_000 }, async () => {
     // Kept for 5 s on its own (denyTtlMs here): past that only the proof would serve it.
     const asked = pods("team-a", "patch");
     expect(await reviews.allowed("c", USER, asked)).toBe(false);
@@ -240,8 +310,8 @@ describe("a stalled API server", () => {
     const stalledAt = performance.now();
     await sleep(Math.max(2 * WATCH_TIMEOUT_SECONDS * 1_000 + STALL_GRACE_MS + 500, 5_500));
     const proven = feeds.rbac.provenUntil("c")!;
-    // Nothing sent after the stall was proven, and nothing sent within a second before it either.
-    expect(proven).toBeLessThan(stalledAt - CACHE_LAG_MARGIN_MS + 1);
+    // Nothing read after the stall was proven.
+    expect(proven).toBeLessThan(stalledAt);
     expect(performance.now() - proven).toBeGreaterThan(4_000);
     const rbac = feeds.describe().find((s) => s.source === "kube-rbac")!;
     expect(rbac.synced).toBe(false);
@@ -250,6 +320,6 @@ describe("a stalled API server", () => {
     await expect(reviews.allowed("c", USER, asked)).rejects.toThrow();
     proxy.resume();
     // Each feed is backing off from its failed attempts (at most 2 s here) before it watches again.
-    await until(() => feeds.describe().every((s) => s.synced && s.lagSeconds! < 2.5), 15_000, "every feed to prove again");
+    await until(() => feeds.describe().every((s) => s.synced && s.lagSeconds! < WATCH_TIMEOUT_SECONDS), 20_000, "every feed to prove again");
   });
 });

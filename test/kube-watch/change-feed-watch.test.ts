@@ -1,17 +1,19 @@
 /**
- * The freshness proof of a change feed (src/kube-watch/change-feed-watch.ts), with a fake watch and a
- * clock the test moves: a list proves its send time, a watch the server ended cleanly no sooner than
- * its timeout proves its send time less the watch cache's margin, and nothing else proves anything —
- * a stalled watch, an error, an ERROR event, an early end, a handler that failed, no list yet.
+ * The freshness proof of a change feed (src/kube-watch/change-feed-watch.ts), with a fake quorum read and
+ * watch and a clock the test moves: a list proves its send time, a quorum read's send time is proven
+ * once the watch delivers an event or a bookmark at or past the read's resourceVersion, and nothing
+ * else proves anything — a watch's clean end (the server cuts a backlog at its timeout), a stalled
+ * watch, an error, an ERROR event, an early end, a handler that failed, no list yet.
  */
 import type { KubernetesObject } from "#kubernetes-client";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import {
-  CACHE_LAG_MARGIN_MS,
   ChangeFeedWatch,
   type FeedHandlers,
   FreshnessProof,
+  NOT_PROVING_MS,
+  revisionOf,
   WATCH_TIMEOUT_SECONDS,
   type WatchConnect,
   type WatchOutcome,
@@ -19,32 +21,71 @@ import {
 import type { Cluster } from "../../src/kube-fleet/clusters.ts";
 
 const T_MS = WATCH_TIMEOUT_SECONDS * 1_000;
+const WATCH_PARAMS = (resourceVersion: string) => ({ resourceVersion, timeoutSeconds: WATCH_TIMEOUT_SECONDS, allowWatchBookmarks: true });
+
+describe("revisionOf", () => {
+  it.each([
+    { input: "1", expected: 1n },
+    { input: "9223372036854775807", expected: 9223372036854775807n },
+    { input: "9223372036854775808", expected: undefined },
+    { input: "0", expected: undefined },
+    { input: "012", expected: undefined },
+    { input: "-5", expected: undefined },
+    { input: "12a", expected: undefined },
+    { input: "", expected: undefined },
+    { input: undefined, expected: undefined },
+  ])("$input → $expected", ({ input, expected }) => {
+    expect(revisionOf(input)).toBe(expected);
+  });
+});
 
 describe("FreshnessProof", () => {
-  const ended = (sentAt: number, endedAt: number): WatchOutcome => ({ kind: "ended", sentAt, endedAt });
+  const ended: WatchOutcome = { kind: "ended", early: false };
+  type Step = { list?: number; asked?: [number, string]; reached?: string; watch?: WatchOutcome; failed?: string };
   it.each([
     { name: "nothing yet", steps: [], proven: undefined, detail: "not listed yet" },
     { name: "a list proves its send time", steps: [{ list: 100 }], proven: 100, detail: undefined },
-    { name: "a watch ended at its timeout proves its send time less the margin", steps: [{ list: 100 }, { watch: ended(5_000, 5_000 + T_MS) }], proven: 5_000 - CACHE_LAG_MARGIN_MS, detail: undefined },
-    { name: "a watch ended early proves nothing", steps: [{ list: 100 }, { watch: ended(5_000, 5_000 + T_MS - 1) }], proven: 100, detail: "the API server ended a watch before its timeout" },
-    { name: "a failed watch proves nothing", steps: [{ list: 100 }, { watch: { kind: "failed", detail: "boom" } as WatchOutcome }], proven: 100, detail: "boom" },
-    { name: "a 410 proves nothing", steps: [{ list: 100 }, { watch: { kind: "gone" } as WatchOutcome }], proven: 100, detail: "the watch's history is gone (410); listing again" },
-    { name: "a watch before any list proves nothing", steps: [{ failed: "list refused" }], proven: undefined, detail: "list refused" },
-    { name: "never moves back", steps: [{ list: 9_000 }, { watch: ended(5_000, 5_000 + T_MS) }], proven: 9_000, detail: undefined },
-    { name: "a success after a failure clears the detail", steps: [{ list: 100 }, { failed: "x" }, { watch: ended(2_000, 2_000 + T_MS) }], proven: 2_000 - CACHE_LAG_MARGIN_MS, detail: undefined },
-  ] as Array<{ name: string; steps: Array<{ list?: number; watch?: WatchOutcome; failed?: string }>; proven: number | undefined; detail: string | undefined }>)(
-    "$name",
-    ({ steps, proven, detail }) => {
-      const proof = new FreshnessProof();
-      for (const step of steps) {
-        if (step.list !== undefined) proof.listed(step.list);
-        if (step.watch !== undefined) proof.watched(step.watch);
-        if (step.failed !== undefined) proof.failed(step.failed);
-      }
-      expect(proof.provenUntil).toBe(proven);
-      expect(proof.detail).toBe(detail);
-    },
-  );
+    { name: "a quorum read alone proves nothing", steps: [{ list: 100 }, { asked: [5_000, "20"] }], proven: 100, detail: undefined },
+    { name: "an event or bookmark at the read's version proves its send time", steps: [{ list: 100 }, { asked: [5_000, "20"] }, { reached: "20" }], proven: 5_000, detail: undefined },
+    { name: "one past it too", steps: [{ list: 100 }, { asked: [5_000, "20"] }, { reached: "21" }], proven: 5_000, detail: undefined },
+    { name: "one short of it proves nothing", steps: [{ list: 100 }, { asked: [5_000, "20"] }, { reached: "19" }], proven: 100, detail: undefined },
+    { name: "a clean end at the timeout proves nothing (a backlog cut)", steps: [{ list: 100 }, { asked: [5_000, "20"] }, { reached: "15" }, { watch: ended }], proven: 100, detail: undefined },
+    { name: "a delivery proves the newest read it reaches", steps: [{ list: 100 }, { asked: [2_000, "20"] }, { asked: [3_000, "30"] }, { reached: "25" }], proven: 2_000, detail: undefined },
+    { name: "and a later one the next", steps: [{ list: 100 }, { asked: [2_000, "20"] }, { asked: [3_000, "30"] }, { reached: "25" }, { reached: "30" }], proven: 3_000, detail: undefined },
+    { name: "revisions compare as numbers, not as strings", steps: [{ list: 100 }, { asked: [2_000, "9"] }, { reached: "10" }], proven: 2_000, detail: undefined },
+    { name: "a read of no etcd revision proves nothing, and says so", steps: [{ list: 100 }, { asked: [2_000, "abc"] }, { reached: "99" }], proven: 100, detail: "a quorum read's resourceVersion is not an etcd revision: nothing can be proven" },
+    { name: "a delivery of no etcd revision proves nothing", steps: [{ list: 100 }, { asked: [2_000, "5"] }, { reached: "x" }], proven: 100, detail: undefined },
+    { name: "a read no newer than what was delivered proves at once (no bookmark would come)", steps: [{ list: 100 }, { reached: "20" }, { asked: [5_000, "20"] }], proven: 5_000, detail: undefined },
+    { name: "a read no newer than the list's version proves at once", steps: [{ list: 100 }, { asked: [5_000, "1"] }], proven: 5_000, detail: undefined },
+    { name: "a list drops the reads it covers", steps: [{ list: 100 }, { asked: [2_000, "20"] }, { list: 3_000 }, { reached: "20" }], proven: 3_000, detail: undefined },
+    { name: "a watch ended early says so", steps: [{ list: 100 }, { watch: { kind: "ended", early: true } }], proven: 100, detail: "the API server ended a watch before its timeout" },
+    { name: "a failed watch says why", steps: [{ list: 100 }, { watch: { kind: "failed", detail: "boom" } }], proven: 100, detail: "boom" },
+    { name: "a 410 says so", steps: [{ list: 100 }, { watch: { kind: "gone" } }], proven: 100, detail: "the watch's history is gone (410); listing again" },
+    { name: "a failure before any list", steps: [{ failed: "list refused" }], proven: undefined, detail: "list refused" },
+    { name: "never moves back", steps: [{ list: 9_000 }, { asked: [5_000, "20"] }, { reached: "20" }], proven: 9_000, detail: undefined },
+    { name: "a proof after a failure clears the detail", steps: [{ list: 100 }, { failed: "x" }, { asked: [2_000, "20"] }, { reached: "20" }], proven: 2_000, detail: undefined },
+  ] as Array<{ name: string; steps: Step[]; proven: number | undefined; detail: string | undefined }>)("$name", ({ steps, proven, detail }) => {
+    const proof = new FreshnessProof();
+    for (const step of steps) {
+      if (step.list !== undefined) proof.listed(step.list, "1");
+      if (step.asked !== undefined) proof.asked(...step.asked);
+      if (step.reached !== undefined) proof.reached(step.reached);
+      if (step.watch !== undefined) proof.watched(step.watch);
+      if (step.failed !== undefined) proof.failed(step.failed);
+    }
+    expect(proof.provenUntil).toBe(proven);
+    expect(proof.detailAt(proven ?? 0)).toBe(detail);
+  });
+
+  it("says it proves nothing once no proof came for NOT_PROVING_MS, and stops saying so at the next", () => {
+    const proof = new FreshnessProof();
+    proof.listed(100, "1");
+    expect(proof.detailAt(100 + NOT_PROVING_MS)).toBeUndefined();
+    expect(proof.detailAt(101 + NOT_PROVING_MS)).toMatch(/^no event or bookmark reached a quorum read's resourceVersion within 10 s/);
+    proof.asked(100 + NOT_PROVING_MS, "7");
+    proof.reached("7");
+    expect(proof.detailAt(101 + NOT_PROVING_MS)).toBeUndefined();
+  });
 });
 
 interface OpenWatch {
@@ -59,8 +100,11 @@ const flush = async () => {
 };
 
 /** A feed on a fake cluster, list and watch, with a clock the test moves and everything it was told. */
-function fakeFeed(options: { list?: () => Promise<unknown> } = {}) {
+function fakeFeed(options: { list?: () => Promise<unknown>; quorumRead?: () => Promise<string | undefined> } = {}) {
   let now = 1_000;
+  /** What a quorum read answers: etcd's current revision, one past the list's (something else was written since). */
+  let revision = "11";
+  let reads = 0;
   const watches: OpenWatch[] = [];
   const heard: string[] = [];
   const warnings: string[] = [];
@@ -108,6 +152,10 @@ function fakeFeed(options: { list?: () => Promise<unknown> } = {}) {
         if (options.list !== undefined) return (await options.list()) as never;
         return { metadata: { resourceVersion: "10" }, items: [{ metadata: { name: "a", resourceVersion: "9" } }] };
       },
+      quorumRead: () => async () => {
+        reads += 1;
+        return options.quorumRead === undefined ? revision : options.quorumRead();
+      },
     },
     handlers,
     { logger, source: "kube-rbac", now: () => now, connect, initialBackoffMs: 1, maxBackoffMs: 1 },
@@ -118,6 +166,9 @@ function fakeFeed(options: { list?: () => Promise<unknown> } = {}) {
     heard,
     warnings,
     lists: () => listed,
+    reads: () => reads,
+    /** Commits a change elsewhere: etcd's revision moves on. */
+    commit: (to: string) => (revision = to),
     advance: (ms: number) => (now += ms),
     now: () => now,
     failHandlers: () => (failHandler = true),
@@ -136,7 +187,7 @@ function fakeFeed(options: { list?: () => Promise<unknown> } = {}) {
 }
 
 describe("ChangeFeedWatch", () => {
-  it("proves nothing before its list, its list's send time after, and each watch's send time less the margin at its clean end", async () => {
+  it("proves its list's send time, then each quorum read's send time once the watch delivers a bookmark at or past its version", async () => {
     let releaseList: (() => void) | undefined;
     const f = fakeFeed({ list: () => new Promise((resolve) => (releaseList = () => resolve({ metadata: { resourceVersion: "10" }, items: [] }))) });
     f.feed.start();
@@ -148,34 +199,80 @@ describe("ChangeFeedWatch", () => {
     releaseList!();
     let w = await f.latest();
     expect(f.feed.provenUntil()).toBe(listSentAt);
-    expect(w.params).toEqual({ resourceVersion: "10", timeoutSeconds: WATCH_TIMEOUT_SECONDS });
+    expect(w.params).toEqual(WATCH_PARAMS("10"));
+    let read = "11";
     for (let i = 0; i < 3; i += 1) {
-      const sentAt = f.now();
-      f.advance(T_MS + 20);
+      // This cycle's quorum read was made just before its watch opened, at etcd's revision then.
+      const readAt = f.now();
+      expect(f.reads()).toBe(i + 1);
+      f.advance(1_000);
+      w.event("BOOKMARK", { kind: "ClusterRole", metadata: { resourceVersion: String(Number(read) - 1) } });
+      expect(f.feed.provenUntil()).toBeLessThan(readAt);
+      w.event("BOOKMARK", { kind: "ClusterRole", metadata: { resourceVersion: read } });
+      expect(f.feed.provenUntil()).toBe(readAt);
+      expect(f.feed.state()).toEqual({ synced: true, lagSeconds: 1 });
+      const delivered = read;
+      read = String(20 + i * 10);
+      f.commit(read);
+      f.advance(T_MS - 1_000);
       w.done(null);
-      const next = await f.latest();
-      expect(next).not.toBe(w);
-      expect(f.feed.provenUntil()).toBe(sentAt - CACHE_LAG_MARGIN_MS);
-      expect(f.feed.state()).toMatchObject({ synced: true, lagSeconds: (T_MS + 20 + CACHE_LAG_MARGIN_MS) / 1_000 });
-      w = next;
+      w = await f.latest();
+      // From the last bookmark delivered.
+      expect(w.params).toEqual(WATCH_PARAMS(delivered));
     }
     await f.feed.stop();
   });
 
-  it("applies each event, and opens the next watch from the last version applied", async () => {
+  it("nothing committed since what was applied: the read proves at once, with no bookmark (none would come)", async () => {
+    const f = fakeFeed();
+    f.commit("10");
+    f.feed.start();
+    let w = await f.latest();
+    f.advance(T_MS);
+    w.done(null);
+    w = await f.latest();
+    expect(f.feed.provenUntil()).toBe(f.now());
+    await f.feed.stop();
+  });
+
+  it("a backlog the server cuts at the timeout: the clean end proves nothing, the event at the read's version does", async () => {
+    const f = fakeFeed();
+    f.commit("50");
+    f.feed.start();
+    let w = await f.latest();
+    const listedAt = f.feed.provenUntil();
+    for (const rv of ["20", "30", "40"]) w.event("MODIFIED", { metadata: { name: "bulk", resourceVersion: rv } });
+    f.advance(T_MS);
+    w.done(null);
+    w = await f.latest();
+    const readAt = f.now();
+    expect(f.feed.provenUntil()).toBe(listedAt);
+    expect(w.params).toEqual(WATCH_PARAMS("40"));
+    w.event("DELETED", { metadata: { name: "read-pods", resourceVersion: "50" } });
+    expect(f.feed.provenUntil()).toBe(readAt);
+    expect(f.heard).toEqual(["listed 1", "MODIFIED bulk", "MODIFIED bulk", "MODIFIED bulk", "DELETED read-pods"]);
+    await f.feed.stop();
+  });
+
+  it("applies each event, and opens the next watch from the last version delivered, a bookmark's too", async () => {
     const f = fakeFeed();
     f.feed.start();
-    const w = await f.latest();
+    let w = await f.latest();
     w.event("ADDED", { metadata: { name: "b", resourceVersion: "11", managedFields: [{}] } });
     w.event("DELETED", { metadata: { name: "a", resourceVersion: "12" } });
     f.advance(T_MS);
     w.done(null);
-    expect((await f.latest()).params).toEqual({ resourceVersion: "12", timeoutSeconds: WATCH_TIMEOUT_SECONDS });
+    w = await f.latest();
+    expect(w.params).toEqual(WATCH_PARAMS("12"));
+    w.event("BOOKMARK", { metadata: { resourceVersion: "15" } });
+    f.advance(T_MS);
+    w.done(null);
+    expect((await f.latest()).params).toEqual(WATCH_PARAMS("15"));
     expect(f.heard).toEqual(["listed 1", "ADDED b", "DELETED a"]);
     await f.feed.stop();
   });
 
-  it("a stalled watch (no end, no byte) stops the proof; its abort says so and the next watch proves again", async () => {
+  it("a stalled watch (no end, no byte) stops the proof; its abort says so and the next delivery proves again", async () => {
     const f = fakeFeed();
     f.feed.start();
     const w = await f.latest();
@@ -189,11 +286,8 @@ describe("ChangeFeedWatch", () => {
     const next = await f.latest();
     expect(f.feed.provenUntil()).toBe(proven);
     expect(f.feed.state()).toMatchObject({ synced: false, detail: expect.stringMatching(/^a watch of clusterroles stalled/) });
-    const sentAt = f.now();
-    f.advance(T_MS);
-    next.done(null);
-    await f.latest();
-    expect(f.feed.provenUntil()).toBe(sentAt - CACHE_LAG_MARGIN_MS);
+    next.event("BOOKMARK", { metadata: { resourceVersion: "11" } });
+    expect(f.feed.provenUntil()).toBe(f.now());
     expect(f.feed.state().synced).toBe(true);
     await f.feed.stop();
   });
@@ -220,13 +314,28 @@ describe("ChangeFeedWatch", () => {
     await f.feed.stop();
   });
 
-  it("an ERROR event ends the watch without a proof even though the server then closes it cleanly", async () => {
+  it("a quorum read the credential may not make: no watch, no proof, 'forbidden' said once, retried", async () => {
+    const f = fakeFeed({ quorumRead: () => Promise.reject(Object.assign(new Error("HTTP-Code: 403"), { code: 403, body: "{}", headers: {} })) });
+    f.feed.start();
+    await flush();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(f.reads()).toBeGreaterThan(1);
+    expect(f.watches).toHaveLength(0);
+    expect(f.feed.provenUntil()).toBe(1_000);
+    expect(f.feed.state()).toMatchObject({ synced: false, detail: "forbidden: the credential cannot list clusterroles" });
+    expect(f.warnings).toEqual(["forbidden: the credential cannot list clusterroles"]);
+    await f.feed.stop();
+  });
+
+  it("an ERROR event ends the watch without a proof even though a bookmark past the read follows", async () => {
     const f = fakeFeed();
     f.feed.start();
     const w = await f.latest();
     const proven = f.feed.provenUntil();
     expect(proven).toBe(1_000);
+    f.advance(500);
     w.event("ERROR", { kind: "Status", code: 500, reason: "InternalError", message: "internal error" });
+    w.event("BOOKMARK", { metadata: { resourceVersion: "99" } });
     f.advance(T_MS);
     w.done(null);
     await f.latest();
@@ -248,7 +357,7 @@ describe("ChangeFeedWatch", () => {
     await f.feed.stop();
   });
 
-  it("a watch the server ends before its timeout proves nothing", async () => {
+  it("a watch the server ends before its timeout says so", async () => {
     const f = fakeFeed();
     f.feed.start();
     const w = await f.latest();
@@ -269,6 +378,7 @@ describe("ChangeFeedWatch", () => {
     const proven = f.feed.provenUntil();
     expect(proven).toBe(1_000);
     f.failHandlers();
+    f.advance(100);
     w.event("MODIFIED", { metadata: { name: "a", resourceVersion: "11" } });
     await flush();
     expect(w.aborted()).toBe(true);
@@ -276,6 +386,28 @@ describe("ChangeFeedWatch", () => {
     expect(next.params["resourceVersion"]).toBe("10");
     expect(f.feed.provenUntil()).toBe(proven);
     expect(f.feed.state().detail).toBe("applying a clusterroles event failed: Error");
+    await f.feed.stop();
+  });
+
+  it("a quiet resource whose bookmarks never reach a read: unsynced past NOT_PROVING_MS, said once", async () => {
+    const f = fakeFeed();
+    f.commit("20");
+    f.feed.start();
+    let w = await f.latest();
+    for (let elapsed = 0; elapsed <= NOT_PROVING_MS; elapsed += T_MS) {
+      w.event("BOOKMARK", { metadata: { resourceVersion: "10" } });
+      f.advance(T_MS);
+      w.done(null);
+      w = await f.latest();
+    }
+    expect(f.feed.provenUntil()).toBe(1_000);
+    expect(f.feed.state()).toMatchObject({ synced: false, detail: expect.stringMatching(/^no event or bookmark reached a quorum read's resourceVersion/) });
+    f.advance(T_MS);
+    w.done(null);
+    w = await f.latest();
+    expect(f.warnings.filter((line) => line.startsWith("no event or bookmark"))).toHaveLength(1);
+    w.event("BOOKMARK", { metadata: { resourceVersion: "20" } });
+    expect(f.feed.state().synced).toBe(true);
     await f.feed.stop();
   });
 

@@ -6,7 +6,7 @@ import type { KubernetesObject } from "#kubernetes-client";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { ClusterChangeFeeds } from "../../src/kube-watch/cluster-change-feeds.ts";
-import { CACHE_LAG_MARGIN_MS, WATCH_TIMEOUT_SECONDS, type WatchConnect } from "../../src/kube-watch/change-feed-watch.ts";
+import { quorumReadSelector, WATCH_TIMEOUT_SECONDS, type WatchConnect } from "../../src/kube-watch/change-feed-watch.ts";
 import type { Cluster } from "../../src/kube-fleet/clusters.ts";
 import { RBAC_KINDS, rbacHandlers, type ReviewInvalidation } from "../../src/kube-watch/rbac-changes.ts";
 import { serviceAccountHandlers, type TokenInvalidation } from "../../src/kube-watch/service-account-changes.ts";
@@ -94,17 +94,19 @@ describe("ClusterChangeFeeds", () => {
   /** Feeds on fake clusters whose watches the test ends; lists answer at once, except for the plurals in `forbidden`. */
   function fleet(forbidden: string[] = []) {
     let now = 10_000;
-    const open: Array<{ path: string; end: (err: unknown) => void }> = [];
+    const open: Array<{ path: string; bookmark: (resourceVersion: string) => void; end: (err: unknown) => void }> = [];
+    /** Each list's field selector, by plural: a quorum read's, or none for a full list. */
+    const lists: string[] = [];
     const reviews = recordingReviews();
     const tokens: TokenInvalidation = { invalidateServiceAccount: () => {} };
     const warnings: unknown[] = [];
-    const connect: WatchConnect = async (path, _params, _callback, done) => {
+    const connect: WatchConnect = async (path, _params, callback, done) => {
       const controller = new AbortController();
       let ended = false;
       const end = (err: unknown) => {
         if (!ended) (ended = true), done(err);
       };
-      open.push({ path, end });
+      open.push({ path, end, bookmark: (resourceVersion) => callback("BOOKMARK", { metadata: { resourceVersion } }, {}) });
       controller.signal.addEventListener("abort", () => end(new DOMException("aborted", "AbortError")));
       return controller;
     };
@@ -117,21 +119,23 @@ describe("ClusterChangeFeeds", () => {
       connect: () => connect,
     });
     const cluster = (id: string): Cluster => {
-      const list = (plural: string) => async () => {
+      const list = (plural: string, fieldSelector?: string) => async () => {
+        lists.push(`${plural} ${fieldSelector ?? "all"}`);
         if (forbidden.includes(plural)) throw Object.assign(new Error("HTTP-Code: 403"), { code: 403, body: "{}", headers: {} });
-        return { metadata: { resourceVersion: "7" }, items: [] };
+        // A quorum read finds etcd one revision on: something else was written since the list.
+        return { metadata: { resourceVersion: fieldSelector === undefined ? "7" : "8" }, items: [] };
       };
       // The feeds make their listers from the cluster's kubeConfig: a fake API client per class.
       const kubeConfig = {
         makeApiClient: () => ({
-          listClusterCustomObject: ({ plural }: { plural: string }) => list(plural)(),
-          listServiceAccountForAllNamespaces: () => list("serviceaccounts")(),
+          listClusterCustomObject: ({ plural, fieldSelector }: { plural: string; fieldSelector?: string }) => list(plural, fieldSelector)(),
+          listServiceAccountForAllNamespaces: ({ fieldSelector }: { fieldSelector?: string }) => list("serviceaccounts", fieldSelector)(),
         }),
       };
       return { id, kubeConfig, callOptions: () => ({}) } as unknown as Cluster;
     };
     const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
-    return { feeds, open, reviews, warnings, cluster, settle, advance: (ms: number) => (now += ms), now: () => now };
+    return { feeds, open, lists, reviews, warnings, cluster, settle, advance: (ms: number) => (now += ms), now: () => now };
   }
 
   it("a cluster is proven up to the least of its four RBAC watches, and not at all until each has listed", async () => {
@@ -148,7 +152,15 @@ describe("ClusterChangeFeeds", () => {
       "/apis/rbac.authorization.k8s.io/v1/rolebindings",
       "/apis/rbac.authorization.k8s.io/v1/roles",
     ]);
-    // Every watch ends cleanly at its timeout: each proves its send time less the margin.
+    // Each feed made a quorum read of one key before its watch: namespaced kinds name a namespace too.
+    expect([...f.lists].sort()).toEqual(
+      [
+        ...["clusterrolebindings", "clusterroles", "rolebindings", "roles", "serviceaccounts"].map((plural) => `${plural} all`),
+        ...["clusterrolebindings", "clusterroles"].map((plural) => `${plural} ${quorumReadSelector(false)}`),
+        ...["rolebindings", "roles", "serviceaccounts"].map((plural) => `${plural} ${quorumReadSelector(true)}`),
+      ].sort(),
+    );
+    // Every watch ends cleanly at its timeout, which proves nothing; the next cycle reads again.
     const T_MS = WATCH_TIMEOUT_SECONDS * 1_000;
     f.advance(T_MS);
     for (const w of [...f.open]) w.end(null);
@@ -156,19 +168,17 @@ describe("ClusterChangeFeeds", () => {
     const second = f.open.slice(5);
     expect(second).toHaveLength(5);
     expect(f.feeds.rbac.provenUntil("c")).toBe(listedAt);
-    // Three of the four RBAC watches end again: the cluster stays proven at the fourth's.
-    f.advance(T_MS);
-    for (const w of second.filter((w) => !w.path.endsWith("/roles"))) w.end(null);
-    await f.settle();
+    // Three of the four RBAC watches deliver a bookmark at their read's version: the cluster stays proven at the fourth's.
+    f.advance(1_000);
+    for (const w of second.filter((w) => !w.path.endsWith("/roles"))) w.bookmark("8");
     expect(f.feeds.rbac.provenUntil("c")).toBe(listedAt);
-    second.find((w) => w.path.endsWith("/roles"))!.end(null);
-    await f.settle();
-    expect(f.feeds.rbac.provenUntil("c")).toBe(listedAt + T_MS - CACHE_LAG_MARGIN_MS);
+    second.find((w) => w.path.endsWith("/roles"))!.bookmark("8");
+    expect(f.feeds.rbac.provenUntil("c")).toBe(listedAt + T_MS);
     // Each first list dropped the cluster's answers once.
     expect(f.reviews.dropped).toEqual(["c/ (list)", "c/ (list)", "c/ (list)", "c/ (list)"]);
     expect(f.feeds.describe()).toEqual([
-      { source: "kube-rbac", scope: "c", synced: true, lagSeconds: (T_MS + CACHE_LAG_MARGIN_MS) / 1_000 },
-      { source: "kube-serviceaccounts", scope: "c", synced: true, lagSeconds: (T_MS + CACHE_LAG_MARGIN_MS) / 1_000 },
+      { source: "kube-rbac", scope: "c", synced: true, lagSeconds: 1 },
+      { source: "kube-serviceaccounts", scope: "c", synced: true, lagSeconds: 1 },
     ]);
     f.feeds.remove("c");
     expect(f.feeds.rbac.provenUntil("c")).toBeUndefined();

@@ -4,7 +4,8 @@
  * failing every relist must never let it through: each answer is the 403 `revoked` it had, or a
  * 503, never an allow; it is 503 within a moment, and `revoked` again once the source is back. A
  * replica whose source is down from the start answers PluginToken requests 503, is not ready, and
- * still serves UserTokens.
+ * still serves UserTokens. A source hung (stream open, nothing sent: issue 52) closes the plugin
+ * path within kube.watch.freshnessBoundMs, whatever was revoked meanwhile, and readiness says why.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +16,9 @@ import { FakeRevocationApi } from "../support/wire-fakes/revocations.ts";
 import { startWired, until, type Wired } from "../support/wire-fakes/wired.ts";
 import { processReadiness } from "../../src/server/readiness.ts";
 
+/** kube.watch.freshnessBoundMs here: its least. */
+const BOUND_MS = 6_000;
+
 let dir: string;
 let source: FakeRevocationApi;
 let wired: Wired;
@@ -23,7 +27,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "portcullis-revocation-source-"));
   source = await new FakeRevocationApi().start();
   const kubeconfig = source.writeKubeconfig(dir);
-  wired = await startWired({}, { config: (c) => ({ ...c, revocations: { kubeconfig } }) });
+  wired = await startWired({}, { config: (c) => ({ ...c, revocations: { kubeconfig }, kube: { ...c.kube, watch: { ...c.kube.watch, freshnessBoundMs: BOUND_MS } } }) });
   await until(() => wired.ports.revocations !== undefined && wired.ports.ready(), 5_000, "the revocation index to sync");
 });
 
@@ -91,6 +95,39 @@ describe("the revocation source cut", () => {
     source.faults.watch = "healthy";
     source.remove("user-x");
     await until(async () => (await answers()).every((a) => a === "allowed"), 10_000, "recovery");
+  });
+});
+
+describe("the revocation source hung (stream open, nothing sent)", () => {
+  it("a revocation made meanwhile: the plugin path answers 503 within the freshness bound, never allowed past it; UserTokens served; readiness says why", { timeout: 40_000 }, async () => {
+    await until(async () => (await answers()).every((a) => a === "allowed"), 10_000, "a healthy source");
+    source.hangWatches();
+    const hungAt = performance.now();
+    source.put("installation-y", { reason: "INC", installation: { id: ids.installation } });
+    const allowedAt: number[] = [];
+    let closedAfterMs: number | undefined;
+    while (closedAfterMs === undefined && performance.now() - hungAt < BOUND_MS + 5_000) {
+      const now = await answers();
+      if (now.includes("allowed")) allowedAt.push(performance.now() - hungAt);
+      if (now.every((a) => a === "503 dependency-unavailable")) closedAfterMs = performance.now() - hungAt;
+      else expect(now.every((a) => a === "allowed" || a === "403 revoked")).toBe(true);
+    }
+    // The view served until then was proven at most BOUND_MS before it was served.
+    expect(closedAfterMs).toBeDefined();
+    expect(closedAfterMs!).toBeLessThan(BOUND_MS + 500);
+    expect(Math.max(0, ...allowedAt)).toBeLessThan(BOUND_MS + 100);
+    for (let i = 0; i < 5; i++) expect(await answers()).toEqual(["503 dependency-unavailable", "503 dependency-unavailable"]);
+    const user = await wired.server.check({ path: PODS, headers: { authorization: `Bearer ${await userToken()}` }, policy: "kube-api-proxy" });
+    expect(user.allowed).toBe(true);
+    const listed = processReadiness({ shuttingDown: false, serving: true, indexes: wired.ports.indexSizes(), dependencies: [] }).checks.find((c) => c.name.startsWith("index revocations"));
+    expect(listed).toMatchObject({ ok: false, gates: false });
+    expect(listed?.state).toMatch(/every PluginToken request answers 503: the revocation list is not proven fresh within 6000 ms/);
+    expect(wired.ports.ready()).toBe(true);
+
+    source.releaseWatches();
+    await until(async () => (await answers()).every((a) => a === "403 revoked"), 10_000, "the revocation, once the stream flows");
+    source.remove("installation-y");
+    await until(async () => (await answers()).every((a) => a === "allowed"), 10_000, "the lifted revocation");
   });
 });
 

@@ -7,7 +7,8 @@
  *  - readiness            `GET /readyz` (200, or 500 naming the failed check while `ready` is false)
  * The watch streams JSON lines from an event log with resource versions; a watch from a compacted
  * version gets the real API server's `ERROR` event with a 410 Status. A watch that asks for
- * bookmarks gets a `BOOKMARK` every `bookmarkIntervalMs`, as the real watch cache sends them.
+ * bookmarks gets a `BOOKMARK` every `bookmarkIntervalMs`, as the real watch cache sends them, and
+ * one with a timeoutSeconds is ended cleanly after it.
  */
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -172,7 +173,7 @@ export class FakeKubeApi extends HttpFake {
       this.answer(this.faults.tokenRequest, res, () => this.#tokenRequest(res, decodeURIComponent(token[1]!), decodeURIComponent(token[2]!), body));
     } else if (req.method === "GET" && url.pathname === PLUGIN_INSTALLATIONS && url.searchParams.get("watch") === "true") {
       this.answer(this.faults.watch, res, () =>
-        this.#watch(res, Number(url.searchParams.get("resourceVersion") ?? "0"), url.searchParams.get("allowWatchBookmarks") === "true"),
+        this.#watch(res, Number(url.searchParams.get("resourceVersion") ?? "0"), url.searchParams.get("allowWatchBookmarks") === "true", Number(url.searchParams.get("timeoutSeconds") ?? "0")),
       );
     } else if (req.method === "GET" && url.pathname === PLUGIN_INSTALLATIONS) {
       this.answer(this.faults.list, res, () => this.#list(res, Number(url.searchParams.get("limit") ?? 0), Number(url.searchParams.get("continue") ?? 0)));
@@ -219,7 +220,7 @@ export class FakeKubeApi extends HttpFake {
     });
   }
 
-  #watch(res: ServerResponse, from: number, bookmarks: boolean): void {
+  #watch(res: ServerResponse, from: number, bookmarks: boolean, timeoutSeconds: number): void {
     if (from < this.#compactedBefore) {
       this.#gone(res);
       return;
@@ -232,7 +233,10 @@ export class FakeKubeApi extends HttpFake {
     const interval = this.bookmarkIntervalMs;
     const timer = bookmarks && interval !== undefined ? setInterval(() => this.#bookmark(res), interval) : undefined;
     if (timer !== undefined) this.#bookmarkTimers.add(timer);
+    // Ended cleanly after its timeoutSeconds, as kube-apiserver's are (a silent watch never ends).
+    const timeout = timeoutSeconds > 0 ? setTimeout(() => this.watchesSilent || res.end(), timeoutSeconds * 1_000) : undefined;
     res.on("close", () => {
+      clearTimeout(timeout);
       this.#watchers.delete(res);
       clearInterval(timer);
       if (timer !== undefined) this.#bookmarkTimers.delete(timer);

@@ -1,8 +1,10 @@
 /**
  * The management cluster's API server as far as the deny-list reads it: list and watch of
  * `/apis/portcullis.fundament.io/v1alpha1/revocations` over plain HTTP, with the same faults as
- * the other wire fakes, plus cutting and silencing the open watches. Objects are put and removed
- * by name; each change is an event with a new resource version.
+ * the other wire fakes, plus cutting and hanging the open watches. Objects are put and removed
+ * by name; each change is an event with a new resource version. A watch ends cleanly after its
+ * timeoutSeconds, as kube-apiserver's does; while `watchesHung`, watches (open and new) get nothing
+ * and never end — the stream open, the bytes stopped — while lists are still answered.
  */
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -19,6 +21,18 @@ export class FakeRevocationApi extends HttpFake {
   readonly #objects = new Map<string, Record<string, unknown>>();
   readonly #events: Array<{ rv: number; line: string }> = [];
   readonly #watchers = new Set<ServerResponse>();
+  watchesHung = false;
+
+  /** Hangs every watch, open and new: nothing sent, no end. */
+  hangWatches(): void {
+    this.watchesHung = true;
+  }
+
+  /** Ends every hung watch cleanly (as a late timeout would) and serves watches again. */
+  releaseWatches(): void {
+    this.watchesHung = false;
+    for (const w of this.#watchers) w.end();
+  }
 
   get watchers(): number {
     return this.#watchers.size;
@@ -78,7 +92,7 @@ export class FakeRevocationApi extends HttpFake {
     if (req.headers.authorization !== `Bearer ${this.bearer}`) {
       json(res, 401, { kind: "Status", apiVersion: "v1", status: "Failure", reason: "Unauthorized", code: 401 });
     } else if (req.method === "GET" && url.pathname === REVOCATIONS && url.searchParams.get("watch") === "true") {
-      this.answer(this.faults.watch, res, () => this.#watch(res, Number(url.searchParams.get("resourceVersion") ?? "0")));
+      this.answer(this.faults.watch, res, () => this.#watch(res, Number(url.searchParams.get("resourceVersion") ?? "0"), Number(url.searchParams.get("timeoutSeconds") ?? "0")));
     } else if (req.method === "GET" && url.pathname === REVOCATIONS) {
       this.answer(this.faults.list, res, () =>
         json(res, 200, {
@@ -93,18 +107,22 @@ export class FakeRevocationApi extends HttpFake {
     }
   }
 
-  #watch(res: ServerResponse, from: number): void {
+  #watch(res: ServerResponse, from: number, timeoutSeconds: number): void {
     res.writeHead(200, { "content-type": "application/json", "transfer-encoding": "chunked" });
     res.flushHeaders();
     this.longLived(res);
-    for (const e of this.#events) if (e.rv > from) res.write(e.line);
+    if (!this.watchesHung) for (const e of this.#events) if (e.rv > from) res.write(e.line);
     this.#watchers.add(res);
-    res.on("close", () => this.#watchers.delete(res));
+    const timeout = timeoutSeconds > 0 ? setTimeout(() => this.watchesHung || res.end(), timeoutSeconds * 1_000) : undefined;
+    res.on("close", () => {
+      clearTimeout(timeout);
+      this.#watchers.delete(res);
+    });
   }
 
   #emit(type: string, object: Record<string, unknown>): void {
     const line = `${JSON.stringify({ type, object })}\n`;
     this.#events.push({ rv: this.#rv, line });
-    for (const w of this.#watchers) w.write(line);
+    if (!this.watchesHung) for (const w of this.#watchers) w.write(line);
   }
 }
