@@ -13,6 +13,14 @@ import { GrpcCode, REASONS } from "../authz/reasons.ts";
  */
 export const OVERWRITE_IF_EXISTS_OR_ADD = 2;
 
+/**
+ * Envoy's router reads this request header (and drops it) as the upstream stream's maximum duration,
+ * in milliseconds, from the moment the upstream connection is ready, upgraded streams included: the
+ * timer resets the stream (Router::Filter::decodeHeaders, UpstreamRequest::onPoolReady). Envoy's
+ * connection manager does not strip it from clients, so it is always overwritten where it is set.
+ */
+export const STREAM_DURATION_HEADER = "x-envoy-upstream-stream-duration-ms";
+
 interface HeaderValueOption {
   header: { key: string; value: string };
   append_action: typeof OVERWRITE_IF_EXISTS_OR_ADD;
@@ -20,7 +28,13 @@ interface HeaderValueOption {
 
 export interface CheckResponseMessage {
   status: { code: number; message: string };
-  ok_response?: { headers: HeaderValueOption[]; headers_to_remove: string[]; response_headers_to_add?: HeaderValueOption[] };
+  ok_response?: {
+    headers: HeaderValueOption[];
+    headers_to_remove: string[];
+    response_headers_to_add?: HeaderValueOption[];
+    /** envoy.config.core.v3.QueryParameter: Envoy replaces every value of each key (src/envoy/query-parameters.ts). */
+    query_parameters_to_set?: Array<{ key: string; value: string }>;
+  };
   denied_response?: { status: { code: number }; headers: HeaderValueOption[]; body: string };
 }
 
@@ -32,13 +46,12 @@ export interface ResponseOptions {
 
 export function toCheckResponse(decision: Decision, options: ResponseOptions): CheckResponseMessage {
   if (decision.kind === "allow") {
-    return {
-      status: { code: GrpcCode.OK, message: "" },
-      ok_response: {
-        headers: Object.entries(decision.mutations.set).map(([key, value]) => headerOption(key, value)),
-        headers_to_remove: [...decision.mutations.remove],
-      },
-    };
+    const headers = Object.entries(decision.mutations.set).map(([key, value]) => headerOption(key, value));
+    const ok: NonNullable<CheckResponseMessage["ok_response"]> = { headers, headers_to_remove: [...decision.mutations.remove] };
+    const bound = decision.bound;
+    if (bound?.kind === "watch-timeout") ok.query_parameters_to_set = [{ key: "timeoutSeconds", value: String(bound.seconds) }];
+    if (bound?.kind === "stream-duration") headers.push(headerOption(STREAM_DURATION_HEADER, String(bound.seconds * 1000)));
+    return { status: { code: GrpcCode.OK, message: "" }, ok_response: ok };
   }
   const { http, grpc } = REASONS[decision.reason];
   const headers: Record<string, string> = {

@@ -38,6 +38,8 @@ import type { RequestInfo } from "../../kube/request-info.ts";
 import { pluginServiceAccount, userServiceAccount } from "../../kube/service-accounts.ts";
 import { installationDenial, type InstallationVerdict, installationVerdict } from "../installation.ts";
 import { type RevocationList, revokedDenial, tokenSubject } from "../revocations.ts";
+import { streamBound } from "../stream-bound.ts";
+import { streamKindOf } from "../../kube/long-running.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface KubeApiProxyDeps {
@@ -53,6 +55,10 @@ export interface KubeApiProxyDeps {
   readonly cookieOrigins: ReadonlySet<string>;
   /** FUN-19's local-dev escape hatch: accept installations whose definition hash is not pinned. */
   readonly allowUnpinned: boolean;
+  /** A PluginToken watch ends within this (`streams.pluginWatchMaxSeconds`); a stream never outlives its token. */
+  readonly pluginWatchMaxSeconds: number;
+  /** The clock streams are bounded on (a token's remaining lifetime); Date.now by default. */
+  readonly now?: () => number;
 }
 
 /** kubectl and client libraries send Bearer or the WebSocket subprotocol; the Console sends the cookie (UserToken only). */
@@ -177,10 +183,14 @@ async function userRequest(
   trace("kube-path", kube.kind === "not-found" ? "not-found" : pathRefused ? "malformed" : "ok");
   if (kube.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (pathRefused) return deny("bad-request", kube.detail);
+  // A stream is bounded by the user's token: one whose query the API server may read otherwise cannot be.
+  if (kube.kind === "bad-request" && streamKindOf(kube.asked!) !== undefined) return deny("bad-request", kube.detail);
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: (deps.now ?? Date.now)(), watchMaxSeconds: undefined }) : undefined;
+  if (bound?.kind === "deny") return bound;
   const saToken = await token;
   trace("user-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("user-unavailable", "you have no identity on this cluster yet");
-  return allow(credentialSwap(request, saToken));
+  return allow(credentialSwap(request, saToken), bound);
 }
 
 /**
@@ -210,13 +220,16 @@ async function pluginRequest(
   if (!traceVerdict("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
 
   const known = deps.clusters.has(clusterId);
+  // How the stream it opens ends in time (pure; reported at gate 4, where the request is read).
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: (deps.now ?? Date.now)(), watchMaxSeconds: deps.pluginWatchMaxSeconds }) : undefined;
+  const readable = kube.kind === "ok" && bound?.kind !== "deny";
   const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
   // Nothing is reviewed or minted for a request gate 4 refuses.
   const userMay = prefetch(async () =>
-    known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, reviewAttributes(kube.info, request)) : false,
+    known && readable ? allAllowed(deps.userAccess, clusterId, claims.sub, reviewAttributes(kube.info, request)) : false,
   );
   const pluginToken = prefetch(async () => {
-    if (kube.kind !== "ok") return undefined;
+    if (!readable) return undefined;
     const verdict = await installation;
     if (verdict.kind !== "usable") return undefined;
     const sa = pluginServiceAccount(claims.installationName);
@@ -231,6 +244,7 @@ async function pluginRequest(
   trace("kube-path", kube.kind === "bad-request" ? "malformed" : kube.kind);
   if (kube.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (kube.kind === "bad-request") return deny("bad-request", kube.detail);
+  if (bound?.kind === "deny") return bound;
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
   if (!traceVerdict("user-sar", await userMay)) return deny("user-sar-denied", "the user may not do this");
   // Gate 6: resolve (cluster, installation_id) → plugin ServiceAccount from the PluginInstallation index.
@@ -239,7 +253,7 @@ async function pluginRequest(
   const saToken = await pluginToken;
   trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");
-  return allow(credentialSwap(request, saToken));
+  return allow(credentialSwap(request, saToken), bound);
 }
 
 function impersonates(headers: Readonly<Record<string, string>>): boolean {
