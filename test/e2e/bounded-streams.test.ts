@@ -11,7 +11,9 @@
  *    watches, compared with an unbounded watch opened from the same version;
  *  - `portcullis revoke` of the installation during an open watch: it ends within the bound, and its
  *    re-watch is refused 403 `revoked`;
- *  - the user's RoleBinding deleted during an open watch: the same, 403 `user-sar-denied`.
+ *  - the user's RoleBinding deleted during an open watch: the same, 403 `user-sar-denied`;
+ *  - and timeoutSeconds as the real API server reads it (negative and wrapping values, one it refuses,
+ *    a parameter spelled twice), the oracle for src/kube/long-running.ts and src/authz/stream-bound.ts.
  */
 import { CustomObjectsApi, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { Agent, fetch as undiciFetch } from "undici";
@@ -79,6 +81,11 @@ async function watchThroughEnvoy(gatewayPathAndQuery: string, token: string): Pr
 
 /** Reads a watch's events to its end, each pushed to `events` as it arrives. */
 async function readEvents(res: Awaited<ReturnType<typeof undiciFetch>>, events: WatchEvent[] = []): Promise<{ events: WatchEvent[]; status: number; endedAt: number }> {
+  if (res.status !== 200) {
+    // A refusal: a Status object, not a stream of events.
+    await res.text();
+    return { events, status: res.status, endedAt: performance.now() };
+  }
   let pending = "";
   const decoder = new TextDecoder();
   for await (const chunk of res.body ?? []) {
@@ -232,4 +239,66 @@ describe("bounded watches on a real kube-apiserver", () => {
     await waitFor(async () => (await watchThroughEnvoy(`${CERTIFICATES}?watch=true`, token)).kind === "denied", 2_000);
     expect(await watchThroughEnvoy(`${CERTIFICATES}?watch=true`, token)).toEqual({ kind: "denied", http: "Forbidden", reason: "user-sar-denied" });
   }, 30_000);
+});
+
+/** Straight to the API server as the admin (no check): how kube-apiserver itself reads a query. */
+async function adminGet(path: string, abortAfterMs?: number): Promise<{ status: number; body: string; lastedMs: number; aborted: boolean }> {
+  const started = performance.now();
+  const controller = new AbortController();
+  const timer = abortAfterMs === undefined ? undefined : setTimeout(() => controller.abort(), abortAfterMs);
+  const res = await undiciFetch(`${world.api.url}${path}`, { headers: { accept: "application/json", authorization: `Bearer ${world.api.adminToken}` }, dispatcher: pool, signal: controller.signal });
+  let body = "";
+  let aborted = false;
+  try {
+    body = await res.text();
+  } catch {
+    aborted = true;
+  }
+  clearTimeout(timer);
+  return { status: res.status, body, lastedMs: performance.now() - started, aborted };
+}
+
+describe("timeoutSeconds as the real kube-apiserver reads it (the oracle for src/kube/long-running.ts)", () => {
+  const KUBE = "/apis/cert-manager.io/v1/namespaces/team-a/certificates";
+  // bob: a ClusterRoleBinding to the certificate viewer (alice lost team-a above).
+  const token = () => pluginToken({ sub: users.bob, installation_id: world.installationUid });
+
+  it.each([
+    { name: "negative", value: "-5" },
+    { name: "int64's largest: the product wraps negative", value: "9223372036854775807" },
+  ])("$name: the watch ends as it opens, so the check leaves it as asked", async ({ value }) => {
+    const opened = await watchThroughEnvoy(`${CERTIFICATES}?watch=1&resourceVersion=0&timeoutSeconds=${value}`, await token());
+    expect(opened).toMatchObject({ kind: "watching", upstreamPath: `${KUBE}?watch=1&resourceVersion=0&timeoutSeconds=${value}` });
+    if (opened.kind !== "watching") return;
+    const started = performance.now();
+    const { status } = await opened.ended;
+    expect(status).toBe(200);
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
+
+  it("2^55 seconds: the product wraps to 0, the server's 30–60 min default; the check bounds it", async () => {
+    const asIs = await adminGet(`${KUBE}?watch=1&resourceVersion=0&timeoutSeconds=36028797018963968`, BOUND_SECONDS * 1000 + SLACK_MS);
+    expect(asIs).toMatchObject({ status: 200, aborted: true });
+    const opened = await watchThroughEnvoy(`${CERTIFICATES}?watch=1&resourceVersion=0&timeoutSeconds=36028797018963968`, await token());
+    expect(opened).toMatchObject({ kind: "watching", upstreamPath: `${KUBE}?resourceVersion=0&timeoutSeconds=${BOUND_SECONDS}&watch=1` });
+    if (opened.kind !== "watching") return;
+    const started = performance.now();
+    await opened.ended;
+    expect(performance.now() - started).toBeLessThan(BOUND_SECONDS * 1000 + SLACK_MS);
+  }, 20_000);
+
+  it("timeoutSeconds=abc: not rewritten (nothing repaired), kube-apiserver refuses it 400 as before", async () => {
+    const opened = await watchThroughEnvoy(`${CERTIFICATES}?watch=1&timeoutSeconds=abc`, await token());
+    expect(opened).toMatchObject({ kind: "watching", upstreamPath: `${KUBE}?watch=1&timeoutSeconds=abc` });
+    if (opened.kind !== "watching") return;
+    expect((await opened.ended).status).toBe(400);
+  });
+
+  it("watch=true&w%61tch=false: Envoy's rewrite would make kube-apiserver run a list reviewed as a watch, so the check refuses it 400", async () => {
+    const rewritten = withQueryParametersSet(`${KUBE}?watch=true&w%61tch=false`, { timeoutSeconds: String(BOUND_SECONDS) });
+    expect(rewritten).toBe(`${KUBE}?timeoutSeconds=${BOUND_SECONDS}&w%61tch=false&watch=true`);
+    // What the API server would do with it: a list, answered at once.
+    expect(JSON.parse((await adminGet(rewritten)).body)).toMatchObject({ kind: "CertificateList" });
+    expect(await watchThroughEnvoy(`${CERTIFICATES}?watch=true&w%61tch=false`, await token())).toEqual({ kind: "denied", http: "BadRequest", reason: "bad-request" });
+  });
 });
