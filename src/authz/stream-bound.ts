@@ -11,8 +11,7 @@
  * Pure: the clock is the caller's.
  */
 import { type Deny, deny, type StreamBound } from "./decision.ts";
-import type { HttpRequest } from "../envoy/check-request.ts";
-import { goQuery } from "../envoy/check-request.ts";
+import { goQuery, type HttpRequest } from "../envoy/check-request.ts";
 import { withQueryParametersSet } from "../envoy/query-parameters.ts";
 import { askedWatchDuration, streamKindOf, watchTimeoutToSet } from "../kube/long-running.ts";
 import type { RequestInfo } from "../kube/request-info.ts";

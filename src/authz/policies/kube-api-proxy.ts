@@ -6,6 +6,8 @@
  *  - PluginToken: the gates of §11 in order, then the plugin installation's ServiceAccount token is
  *    injected, so the cluster caps the call at the plugin's RBAC after the gateway capped it at the
  *    user's: effective permission is exactly user ∩ plugin.
+ * An allowed stream (a watch, exec, attach, port-forward, logs, proxy) is bounded so it never
+ * outlives its token, a PluginToken's watches within `streams.pluginWatchMaxSeconds` (stream-bound.ts).
  * Every request that carries a PluginToken writes one audit line, on every outcome (DESIGN.md "Audit
  * line"), whichever carrier holds it: the cookie takes a UserToken only, and a PluginToken found
  * there — planted by a plugin page on the parent domain, say — refuses the request 401
