@@ -107,12 +107,9 @@ describe("ext_authz", () => {
     expect(Number.parseFloat(authz.grpc_service.timeout) * 1000).toBeGreaterThan(c.check.timeoutMs);
   });
 
-  it("applies the stream bounds portcullis sets (issue 54): no header mutation rules to refuse x-envoy-upstream-stream-duration-ms, no route duration that cuts a stream sooner", () => {
-    const bootstrap = envoyBootstrap(example()) as Json;
+  it("applies the stream bounds portcullis sets (issue 54): no header mutation rules to refuse x-envoy-upstream-stream-duration-ms", () => {
     // With decoder_header_mutation_rules and no allow_envoy, Envoy would refuse x-envoy-* headers from the check.
-    expect(filter(bootstrap, "envoy.filters.http.ext_authz")).not.toHaveProperty("decoder_header_mutation_rules");
-    const text = JSON.stringify(bootstrap);
-    expect(text).not.toContain("max_stream_duration");
+    expect(filter(envoyBootstrap(example()) as Json, "envoy.filters.http.ext_authz")).not.toHaveProperty("decoder_header_mutation_rules");
   });
 
   it.each([
