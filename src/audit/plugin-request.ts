@@ -27,6 +27,11 @@ export interface PluginRequestAudit {
   /** `allowed` or `denied:<reason>`. */
   readonly decision: string;
   readonly request_id: string;
+  /**
+   * Set when the request was allowed to open a stream that was bounded (issue 54): the watch's
+   * timeoutSeconds set, or the seconds Envoy lets an exec, attach, port-forward, log or proxy stream live.
+   */
+  readonly stream_bound_seconds?: number;
   /** Set on lines written by the admin port's POST /explain (request_id then starts with `explain:`): not a real request. */
   readonly explain?: true;
 }

@@ -34,7 +34,7 @@ export function auditRecordOf(trail: AuditTrail, decision: Decision, requestId: 
   if (claims === undefined) return undefined;
   const info = trail.asked;
   const resource = info?.isResourceRequest ? info : undefined;
-  return {
+  const record: PluginRequestAudit = {
     audit: "plugin_request",
     user: claims.sub,
     cluster_id: claims.clusterId,
@@ -53,6 +53,7 @@ export function auditRecordOf(trail: AuditTrail, decision: Decision, requestId: 
     decision: decisionLabel(decision),
     request_id: requestId,
   };
+  return decision.kind === "allow" && decision.bound !== undefined ? { ...record, stream_bound_seconds: decision.bound.seconds } : record;
 }
 
 function decisionLabel(decision: Decision): string {

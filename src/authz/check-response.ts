@@ -4,7 +4,7 @@
  * encoded as built (protos.ts checkService): field names and types exactly the proto's.
  */
 import type { BodyShape, Decision, Deny } from "./decision.ts";
-import { type CheckResponseMessage, type HeaderValueOption, OVERWRITE_IF_EXISTS_OR_ADD } from "../envoy/check-response-message.ts";
+import { type CheckResponseMessage, type HeaderValueOption, OVERWRITE_IF_EXISTS_OR_ADD, STREAM_DURATION_HEADER } from "../envoy/check-response-message.ts";
 import { GrpcCode, REASONS } from "./reasons.ts";
 
 export interface ResponseOptions {
@@ -15,13 +15,12 @@ export interface ResponseOptions {
 
 export function toCheckResponse(decision: Decision, options: ResponseOptions): CheckResponseMessage {
   if (decision.kind === "allow") {
-    return {
-      status: { code: GrpcCode.OK, message: "" },
-      ok_response: {
-        headers: Object.entries(decision.mutations.set).map(([key, value]) => headerOption(key, value)),
-        headers_to_remove: [...decision.mutations.remove],
-      },
-    };
+    const headers = Object.entries(decision.mutations.set).map(([key, value]) => headerOption(key, value));
+    const ok: NonNullable<CheckResponseMessage["ok_response"]> = { headers, headers_to_remove: [...decision.mutations.remove] };
+    const bound = decision.bound;
+    if (bound?.kind === "watch-timeout") ok.query_parameters_to_set = [{ key: "timeoutSeconds", value: String(bound.seconds) }];
+    if (bound?.kind === "stream-duration") headers.push(headerOption(STREAM_DURATION_HEADER, String(bound.seconds * 1000)));
+    return { status: { code: GrpcCode.OK, message: "" }, ok_response: ok };
   }
   const { http, grpc } = REASONS[decision.reason];
   const headers: Record<string, string> = {

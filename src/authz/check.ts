@@ -19,7 +19,7 @@ import type { RouteTable } from "../config/route-table.ts";
 import { type CheckRequestMessage, fromCheckRequest, type HttpRequest, MalformedCheckRequest } from "../envoy/check-request.ts";
 import { directResponse, toCheckResponse, withResponseHeaders } from "./check-response.ts";
 import type { CheckResponseMessage } from "../envoy/check-response-message.ts";
-import { publishDecision } from "../metrics/events.ts";
+import { publishBoundedStream, publishDecision } from "../metrics/events.ts";
 
 export interface CheckerOptions {
   readonly policies: readonly Policy[];
@@ -72,6 +72,7 @@ export function createAuditedCheck(options: CheckerOptions): AuditedCheck {
     }
     const seconds = Number(process.hrtime.bigint() - check.started) / 1e9;
     publishDecision(check.policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
+    if (decision.kind === "allow" && decision.bound !== undefined) publishBoundedStream(decision.bound.kind);
     if (decision.kind === "deny" && logger.isLevelEnabled("debug")) {
       logger.debug({ policy: check.policyName, reason: decision.reason, request_id: check.requestId }, "denied");
     }

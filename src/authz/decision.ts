@@ -44,9 +44,17 @@ export interface Deny {
   readonly audit?: AuditRecord;
 }
 
+/**
+ * How an allowed long-running request is made to end in time (src/authz/stream-bound.ts): a watch's
+ * `timeoutSeconds` set on its query, or the upstream stream's duration Envoy enforces.
+ */
+export type StreamBound = { readonly kind: "watch-timeout" | "stream-duration"; readonly seconds: number };
+
 export interface Allow {
   readonly kind: "allow";
   readonly mutations: HeaderMutations;
+  /** Set when the request opens a stream that is bounded. */
+  readonly bound?: StreamBound;
   /** The request's audit line, when it has one. */
   readonly audit?: AuditRecord;
 }
@@ -57,6 +65,6 @@ export function deny(reason: ReasonCode, message: string, headers?: Record<strin
   return headers === undefined ? { kind: "deny", reason, message } : { kind: "deny", reason, message, headers };
 }
 
-export function allow(mutations: HeaderMutations): Allow {
-  return { kind: "allow", mutations };
+export function allow(mutations: HeaderMutations, bound?: StreamBound): Allow {
+  return bound === undefined ? { kind: "allow", mutations } : { kind: "allow", mutations, bound };
 }

@@ -177,6 +177,7 @@ export function formatOutcome(outcome: CheckOutcome | Explanation): string {
   if (outcome.decision === "allow") {
     lines.push("set on the upstream request:", ...entries(outcome.mutations.set));
     lines.push("removed from the upstream request:", ...(outcome.mutations.remove.length === 0 ? ["  (none)"] : outcome.mutations.remove.map((h) => `  ${h}`)));
+    if (outcome.mutations.query !== undefined) lines.push("query parameters set:", ...entries(outcome.mutations.query));
   } else {
     lines.push(`reason:   ${outcome.reason}`, "response headers:", ...entries(outcome.headers), `body:     ${outcome.body}`);
   }

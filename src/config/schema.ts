@@ -10,6 +10,11 @@ import { checkKonfidenceSection, konfidenceSchema } from "./konfidence-schema.ts
 import { platformSchema } from "./platform-schema.ts";
 import { deadlineMs, graceMs, periodMs, wholeSeconds } from "./durations.ts";
 
+/** `streams.pluginWatchMaxSeconds`'s default: a revocation reaches an open PluginToken watch within a minute (issue 54). */
+export const DEFAULT_PLUGIN_WATCH_MAX_SECONDS = 60;
+/** kube-apiserver's default --min-request-timeout: a watch asked without a timeout lasts at least this; a bound past it would lengthen one. */
+const KUBE_SHORTEST_DEFAULT_WATCH_SECONDS = 1800;
+
 const address = z
   .string()
   .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, { message: "expected host:port, e.g. 0.0.0.0:9001", abort: true })
@@ -277,6 +282,21 @@ export const configSchema = z
       })
       .strict()
       .default({ allowUnpinned: false, controller: { namespace: "fundament-system", service: "plugin-controller" } }),
+    streams: z
+      .object({
+        pluginWatchMaxSeconds: z
+          .number()
+          .int()
+          .min(1)
+          .max(KUBE_SHORTEST_DEFAULT_WATCH_SECONDS)
+          .default(DEFAULT_PLUGIN_WATCH_MAX_SECONDS)
+          .describe(
+            "a PluginToken watch ends within this many seconds (its timeoutSeconds is set to this, the token's remaining lifetime or what it asked, whichever is least); a revocation or a lost right reaches an open watch within it. At most 1800, kube-apiserver's shortest default watch",
+          ),
+      })
+      .strict()
+      .default({ pluginWatchMaxSeconds: DEFAULT_PLUGIN_WATCH_MAX_SECONDS })
+      .describe("how long streams opened through kube-api-proxy may live (issue 54); a stream never outlives its token"),
     revocations: z
       .object({
         kubeconfig: z.string().min(1).optional().describe("kubeconfig of the cluster holding the Revocation objects; in-cluster configuration (portcullis's own cluster) when absent"),

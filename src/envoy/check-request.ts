@@ -13,6 +13,8 @@ export interface HttpRequest {
    * error ignored, so a pair Go cannot read is dropped here too and the rest is read.
    */
   readonly query: URLSearchParams;
+  /** The query as Envoy's `:path` carries it (after the first `?`, undecoded), what Envoy rewrites when a check sets parameters; "" when none. */
+  readonly rawQuery: string;
   /**
    * Set when `path` and `query` may not be what the API server reads: a query past net/url's
    * parameter limit or not UTF-8 once unescaped (see goQuery), or a `#` in the target (Go's server
@@ -69,11 +71,12 @@ export function fromCheckRequest(message: CheckRequestMessage): HttpRequest {
     throw new MalformedCheckRequest("CheckRequest carries no HTTP request");
   }
   const headers = readHeaders(http);
-  const { path, query, targetError } = splitPath(http.path);
+  const { path, query, rawQuery, targetError } = splitPath(http.path);
   return {
     method: http.method,
     path,
     query,
+    rawQuery,
     targetError,
     headers,
     // proto3 reads an absent host as "": Envoy also sends it among the headers.
@@ -113,14 +116,15 @@ export function headerEntryValue(e: HeaderEntry): string {
   return e.raw_value != null && e.raw_value.length > 0 ? Buffer.from(e.raw_value).toString("latin1") : (e.value ?? "");
 }
 
-function splitPath(raw: string): { path: string; query: URLSearchParams; targetError: string | undefined } {
+function splitPath(raw: string): { path: string; query: URLSearchParams; rawQuery: string; targetError: string | undefined } {
   const hash = raw.indexOf("#");
   const noFragment = hash === -1 ? raw : raw.slice(0, hash);
   const fragmentError = hash === -1 ? undefined : "a # in the request target";
   const q = noFragment.indexOf("?");
-  if (q === -1) return { path: noFragment, query: new URLSearchParams(), targetError: fragmentError };
-  const { query, error } = goQuery(noFragment.slice(q + 1));
-  return { path: noFragment.slice(0, q), query, targetError: fragmentError ?? error };
+  if (q === -1) return { path: noFragment, query: new URLSearchParams(), rawQuery: "", targetError: fragmentError };
+  const rawQuery = noFragment.slice(q + 1);
+  const { query, error } = goQuery(rawQuery);
+  return { path: noFragment.slice(0, q), query, rawQuery, targetError: fragmentError ?? error };
 }
 
 /** net/url's default urlmaxqueryparams: past it Go (from 1.24.12, 1.25.6, 1.26) drops the whole query. */

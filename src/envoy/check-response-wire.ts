@@ -10,8 +10,8 @@
  *
  * Field numbers (vendored protos): CheckResponse status=1 denied_response=2 ok_response=3;
  * google.rpc.Status code=1 message=2; DeniedHttpResponse status=1 headers=2 body=3; HttpStatus code=1;
- * OkHttpResponse headers=2 headers_to_remove=5 response_headers_to_add=6;
- * HeaderValueOption header=1 append_action=3; HeaderValue key=1 value=2.
+ * OkHttpResponse headers=2 headers_to_remove=5 response_headers_to_add=6 query_parameters_to_set=7;
+ * HeaderValueOption header=1 append_action=3; HeaderValue key=1 value=2; QueryParameter key=1 value=2.
  */
 import type { CheckResponseMessage } from "./check-response-message.ts";
 
@@ -56,6 +56,7 @@ export function encodeCheckResponse(message: CheckResponseMessage): Buffer {
     out.headerOptions(2, ok.headers);
     for (const name of ok.headers_to_remove) out.stringField(5, name);
     if (ok.response_headers_to_add != null) out.headerOptions(6, ok.response_headers_to_add);
+    if (ok.query_parameters_to_set != null) out.keyValues(7, ok.query_parameters_to_set);
   }
   return out.done();
 }
@@ -73,6 +74,12 @@ function okLength(ok: NonNullable<CheckResponseMessage["ok_response"]>): number 
   let size = headerOptionsLength(ok.headers);
   for (const name of ok.headers_to_remove) size += stringFieldLength(name);
   if (ok.response_headers_to_add != null) size += headerOptionsLength(ok.response_headers_to_add);
+  if (ok.query_parameters_to_set != null) {
+    for (const parameter of ok.query_parameters_to_set) {
+      const length = headerLength(parameter);
+      size += 1 + varintLength(length) + length;
+    }
+  }
   return size;
 }
 
@@ -91,7 +98,8 @@ function headerOptionLength(option: HeaderOptions[number]): number {
   return 1 + varintLength(header) + header + int32FieldLength(option.append_action);
 }
 
-function headerLength(header: HeaderOptions[number]["header"]): number {
+/** A HeaderValue's or a QueryParameter's size: both are {key=1, value=2}. */
+function headerLength(header: { key: string; value: string }): number {
   return stringFieldLength(header.key) + stringFieldLength(header.value);
 }
 
@@ -153,6 +161,16 @@ class Wire {
       this.stringField(1, option.header.key);
       this.stringField(2, option.header.value);
       this.int32Field(3, option.append_action);
+    }
+  }
+
+  /** Messages of {key=1, value=2}, each a length-delimited field (QueryParameter). */
+  keyValues(field: number, pairs: ReadonlyArray<{ key: string; value: string }>): void {
+    for (const pair of pairs) {
+      this.varint(tag(field, BYTES));
+      this.varint(headerLength(pair));
+      this.stringField(1, pair.key);
+      this.stringField(2, pair.value);
     }
   }
 

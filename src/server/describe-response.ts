@@ -13,7 +13,7 @@ interface HeaderOption {
 /** A CheckResponse as the server builds it or as @grpc/proto-loader decodes it. */
 export interface AnyCheckResponse {
   status?: { code?: number; message?: string };
-  ok_response?: { headers?: HeaderOption[]; headers_to_remove?: string[] };
+  ok_response?: { headers?: HeaderOption[]; headers_to_remove?: string[]; query_parameters_to_set?: Array<{ key?: string; value?: string }> };
   denied_response?: { status?: { code?: number | string }; headers?: HeaderOption[]; body?: string };
 }
 
@@ -22,7 +22,12 @@ export type CheckOutcome =
       readonly decision: "allow";
       readonly status: 200;
       /** What Envoy does to the request before it goes upstream. */
-      readonly mutations: { readonly set: Record<string, string>; readonly remove: readonly string[] };
+      readonly mutations: {
+        readonly set: Record<string, string>;
+        readonly remove: readonly string[];
+        /** Query parameters set (a bounded watch's timeoutSeconds); absent when none. */
+        readonly query?: Record<string, string>;
+      };
     }
   | {
       readonly decision: "deny";
@@ -35,10 +40,13 @@ export type CheckOutcome =
 
 export function describeCheckResponse(response: AnyCheckResponse): CheckOutcome {
   if ((response.status?.code ?? 0) === 0 && response.denied_response === undefined) {
+    const set = redactHeaders(headerMap(response.ok_response?.headers));
+    const remove = [...(response.ok_response?.headers_to_remove ?? [])];
+    const query = response.ok_response?.query_parameters_to_set ?? [];
     return {
       decision: "allow",
       status: 200,
-      mutations: { set: redactHeaders(headerMap(response.ok_response?.headers)), remove: [...(response.ok_response?.headers_to_remove ?? [])] },
+      mutations: query.length === 0 ? { set, remove } : { set, remove, query: Object.fromEntries(query.map((q) => [q.key ?? "", q.value ?? ""])) },
     };
   }
   const headers = redactHeaders(headerMap(response.denied_response?.headers));

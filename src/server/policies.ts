@@ -43,6 +43,7 @@ function fundamentPolicies(config: Config, tokenConfig: NonNullable<Config["toke
       revocations: revocationListFor(config, ports),
       cookieOrigins,
       allowUnpinned: config.plugins.allowUnpinned,
+      pluginWatchMaxSeconds: config.streams.pluginWatchMaxSeconds,
     }),
     pluginProxy({
       tokens,

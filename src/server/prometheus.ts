@@ -21,6 +21,7 @@ import type {
   ProviderBackoffChange,
   ProviderFetchRefused,
   RevokedRequest,
+  BoundedStream,
   TokenVerified,
 } from "../metrics/events.ts";
 
@@ -320,6 +321,15 @@ export function createMetrics(sources: MetricSources): Registry {
   subscribe("portcullis:revoked", (message) => {
     const m = message as RevokedRequest;
     revoked.inc({ policy: m.policy, scope: m.scope });
+  });
+  const bounded = new Counter({
+    name: "portcullis_bounded_streams_total",
+    help: "Allowed kube-api-proxy streams bounded to end in time, by how: watch-timeout (the watch's timeoutSeconds set) or stream-duration (Envoy ends it at the token's expiry)",
+    labelNames: ["kind"],
+    registers: [registry],
+  });
+  subscribe("portcullis:bounded-stream", (message) => {
+    bounded.inc({ kind: (message as BoundedStream).kind });
   });
   // Per accepted token, cache hits included: the HS256 → asymmetric migration is watched draining here.
   const verifiedCounts = new LabelledCounts<"alg", "type">("alg", "type");

@@ -95,6 +95,8 @@ describe("portcullis check --server (the ext_authz gRPC port)", () => {
       authorization: "Bearer <redacted>",
       "sec-websocket-protocol": "v5.channel.k8s.io",
       "x-fundament-kube-api-cluster": `kube-api-${ids.cluster}`,
+      // Envoy ends the exec stream at the token's expiry, 15 minutes less the CLI's start (issue 54).
+      "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(8[5-9][0-9]|900)000$/),
     });
     expect(res.stdout).not.toContain(Buffer.from(SA_PLUGIN).toString("base64url"));
   });
@@ -111,6 +113,12 @@ describe("portcullis check --server (the ext_authz gRPC port)", () => {
     expect(res.code).toBe(2);
     expect(res.stderr).toContain(message);
     expect(res.stderr).toContain("usage:");
+  });
+
+  it("shows the timeoutSeconds a PluginToken watch gets (issue 54)", async () => {
+    const res = await cli(["check", "--server", grpcAddress, "--policy", "kube-api-proxy", "--path", `${kubePath}?watch=1`, "--token", await pluginToken()]);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain(["query parameters set:", "  timeoutSeconds: 60", ""].join("\n"));
   });
 
   it("exits 2 when the server cannot be reached", async () => {

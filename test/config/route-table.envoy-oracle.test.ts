@@ -190,7 +190,7 @@ function probesFor(envoy: DecodedEnvoy, clusterIds: readonly string[]): Probe[] 
 
 function httpRequest(probe: Probe, method = "GET", extra: Record<string, string> = {}): HttpRequest {
   const path = probe.target.split("?")[0]!;
-  return { method, path, query: new URLSearchParams(), headers: { ...probe.headers, ...extra }, authority: probe.authority, requestId: "r", contextExtensions: {} };
+  return { method, path, query: new URLSearchParams(), rawQuery: "", headers: { ...probe.headers, ...extra }, authority: probe.authority, requestId: "r", contextExtensions: {} };
 }
 
 function corsOf(decoded: Json): CorsPolicy {

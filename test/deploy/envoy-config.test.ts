@@ -107,6 +107,11 @@ describe("ext_authz", () => {
     expect(Number.parseFloat(authz.grpc_service.timeout) * 1000).toBeGreaterThan(c.check.timeoutMs);
   });
 
+  it("applies the stream bounds portcullis sets (issue 54): no header mutation rules to refuse x-envoy-upstream-stream-duration-ms", () => {
+    // With decoder_header_mutation_rules and no allow_envoy, Envoy would refuse x-envoy-* headers from the check.
+    expect(filter(envoyBootstrap(example()) as Json, "envoy.filters.http.ext_authz")).not.toHaveProperty("decoder_header_mutation_rules");
+  });
+
   it.each([
     { name: "default: check.timeoutMs + 200", envoy: {}, check: { timeoutMs: 800 }, timeout: "1s" },
     { name: "default follows check.timeoutMs", envoy: {}, check: { timeoutMs: 1500 }, timeout: "1.7s" },

@@ -188,6 +188,18 @@ describe("every route Envoy Gateway generates", () => {
     }
   });
 
+  it("applies the stream bounds portcullis sets (issue 54): no header mutation rules to refuse x-envoy-upstream-stream-duration-ms", () => {
+    for (const listener of gatewayListeners()) {
+      for (const chain of [...(listener["filter_chains"] ?? []), ...(listener["default_filter_chain"] === undefined ? [] : [listener["default_filter_chain"]])] as Json[]) {
+        const hcm = chain["filters"].find((f: Json) => f.name === "envoy.filters.network.http_connection_manager").typed_config;
+        const authz = hcm.http_filters.filter((f: Json) => f.name.startsWith(EXT_AUTHZ));
+        expect(authz.length).toBeGreaterThan(0);
+        // With decoder_header_mutation_rules and no allow_envoy, Envoy would refuse x-envoy-* headers from the check.
+        for (const f of authz) expect(f.typed_config).not.toHaveProperty("decoder_header_mutation_rules");
+      }
+    }
+  });
+
   it("each ext_authz cluster reaches portcullis's Service over HTTP/2 (decoded strictly, with Envoy Gateway's load balancing policy)", () => {
     const clusters = (dumpOf("ClustersConfigDump")["dynamicActiveClusters"] as Json[]).map((c) => c["cluster"] as Json).filter((c) => /^securitypolicy\/.*\/extauth\//.test(c["name"]));
     expect(clusters).toHaveLength(9);

@@ -270,6 +270,15 @@ describe("Istio's pilot, as the gateway's proxy sees it over ADS", () => {
     }
   });
 
+  it("applies the stream bounds portcullis sets (issue 54): no header mutation rules to refuse x-envoy-upstream-stream-duration-ms", () => {
+    for (const hcm of httpConnectionManagers(gatewayListener())) {
+      const authz = (hcm["http_filters"] as Json[]).filter((f) => f["typed_config"]?.["@type"] === "envoy.extensions.filters.http.ext_authz.v3.ExtAuthz");
+      expect(authz).toHaveLength(1);
+      // With decoder_header_mutation_rules and no allow_envoy, Envoy would refuse x-envoy-* headers from the check.
+      expect(authz[0]!["typed_config"]).not.toHaveProperty("decoder_header_mutation_rules");
+    }
+  });
+
   it("serves every route of every generated host with the route it came from; none turns ext_authz off; the route table picks each route's intended policy", () => {
     const placed = placeRules(gatewayRoutes(config).routes);
     const find = routeFinder(buildRouteTable({ envoy: config.envoy!, platform: config.platform }));

@@ -35,6 +35,10 @@ const cases: Array<{ name: string; message: CheckResponseMessage }> = [
     },
   },
   { name: "a preflight (status 200, empty body)", message: { status: { code: 7, message: "cors-preflight" }, denied_response: { status: { code: 200 }, headers: [], body: "" } } },
+  {
+    name: "an allow that bounds a watch (query_parameters_to_set)",
+    message: { status: { code: 0, message: "" }, ok_response: { headers: [option("a", "b")], headers_to_remove: [], query_parameters_to_set: [{ key: "timeoutSeconds", value: "60" }] } },
+  },
   { name: "a 16 KB header value (three-byte lengths)", message: { status: { code: 0, message: "" }, ok_response: { headers: [option("x", "v".repeat(20_000))], headers_to_remove: [] } } },
   { name: "a negative code (ten-byte int32)", message: { status: { code: -1, message: "x" }, denied_response: { status: { code: -400 }, headers: [option("k", "v", -2 as 2)], body: "" } } },
 ];
@@ -49,7 +53,8 @@ describe("encodeCheckResponse", () => {
     const text = fc.string({ unit: "grapheme", maxLength: 300 });
     const options = fc.array(fc.record({ header: fc.record({ key: text, value: text }), append_action: fc.integer({ min: 0, max: 3 }) }), { maxLength: 4 });
     const code = fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 });
-    const ok = fc.record({ headers: options, headers_to_remove: fc.array(text, { maxLength: 3 }), response_headers_to_add: options }, { requiredKeys: ["headers", "headers_to_remove"] });
+    const parameters = fc.array(fc.record({ key: text, value: text }), { maxLength: 3 });
+    const ok = fc.record({ headers: options, headers_to_remove: fc.array(text, { maxLength: 3 }), response_headers_to_add: options, query_parameters_to_set: parameters }, { requiredKeys: ["headers", "headers_to_remove"] });
     const denied = fc.record({ status: fc.record({ code }), headers: options, body: text });
     const message = fc.oneof(
       fc.record({ status: fc.record({ code, message: text }), ok_response: ok }),

@@ -74,7 +74,7 @@ function world(projects: number) {
     },
   });
   const decide = (request: ScenarioRequest, headers: Record<string, string>): Promise<Decision> =>
-    policy.decide({ ...request, query: new URLSearchParams(), headers, authority: "", requestId: "r", contextExtensions: {} } satisfies HttpRequest, emptyAuditTrail());
+    policy.decide({ ...request, query: new URLSearchParams(), rawQuery: "", headers, authority: "", requestId: "r", contextExtensions: {} } satisfies HttpRequest, emptyAuditTrail());
   return { scenario, counts, decide };
 }
 

@@ -39,7 +39,7 @@ async function session(groups: readonly string[]): Promise<Record<string, string
 }
 
 async function explain(asked: ScenarioRequest, headers: Record<string, string>) {
-  const request: HttpRequest = { ...asked, query: new URLSearchParams(), headers, authority: "", requestId: "r", contextExtensions: {} };
+  const request: HttpRequest = { ...asked, query: new URLSearchParams(), rawQuery: "", headers, authority: "", requestId: "r", contextExtensions: {} };
   const { result, trace } = await traced(() => policy.decide(request, emptyAuditTrail()));
   return { outcome: result.kind === "allow" ? "allow" : result.reason, trace };
 }

@@ -6,6 +6,8 @@
  *  - PluginToken: the gates of §11 in order, then the plugin installation's ServiceAccount token is
  *    injected, so the cluster caps the call at the plugin's RBAC after the gateway capped it at the
  *    user's: effective permission is exactly user ∩ plugin.
+ * An allowed stream (a watch, exec, attach, port-forward, logs, proxy) is bounded so it never
+ * outlives its token, a PluginToken's watches within `streams.pluginWatchMaxSeconds` (stream-bound.ts).
  * Every request that carries a PluginToken writes one audit line, on every outcome (DESIGN.md "Audit
  * line"), whichever carrier holds it: the cookie takes a UserToken only, and a PluginToken found
  * there — planted by a plugin page on the parent domain, say — refuses the request 401
@@ -39,6 +41,8 @@ import { pluginServiceAccount, userServiceAccount } from "../../kube-reading/ser
 import { installationDenial, type InstallationVerdict, installationVerdict } from "../installation.ts";
 import { revokedDenial, tokenSubject } from "../revocation-gate.ts";
 import type { RevocationList } from "../../kube-watch/revocations.ts";
+import { streamBound } from "../stream-bound.ts";
+import { streamKindOf } from "../../kube-reading/long-running.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
 export interface KubeApiProxyDeps {
@@ -54,6 +58,10 @@ export interface KubeApiProxyDeps {
   readonly cookieOrigins: ReadonlySet<string>;
   /** FUN-19's local-dev escape hatch: accept installations whose definition hash is not pinned. */
   readonly allowUnpinned: boolean;
+  /** A PluginToken watch ends within this (`streams.pluginWatchMaxSeconds`); a stream never outlives its token. */
+  readonly pluginWatchMaxSeconds: number;
+  /** The clock streams are bounded on (a token's remaining lifetime); Date.now by default. */
+  readonly now?: () => number;
 }
 
 /** kubectl and client libraries send Bearer or the WebSocket subprotocol; the Console sends the cookie (UserToken only). */
@@ -179,10 +187,14 @@ async function userRequest(
   trace("kube-path", kube.kind === "not-found" ? "not-found" : pathRefused ? "malformed" : "ok");
   if (kube.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (pathRefused) return deny("bad-request", kube.detail);
+  // A stream is bounded by the user's token: one whose query the API server may read otherwise cannot be.
+  if (kube.kind === "bad-request" && streamKindOf(kube.asked!) !== undefined) return deny("bad-request", kube.detail);
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: (deps.now ?? Date.now)(), watchMaxSeconds: undefined }) : undefined;
+  if (bound?.kind === "deny") return bound;
   const saToken = await token;
   trace("user-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("user-unavailable", "you have no identity on this cluster yet");
-  return allow(credentialSwap(request, saToken));
+  return allow(credentialSwap(request, saToken), bound);
 }
 
 /**
@@ -212,13 +224,16 @@ async function pluginRequest(
   if (!traceVerdict("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
 
   const known = deps.clusters.has(clusterId);
+  // How the stream it opens ends in time (pure; reported at gate 4, where the request is read).
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: (deps.now ?? Date.now)(), watchMaxSeconds: deps.pluginWatchMaxSeconds }) : undefined;
+  const readable = kube.kind === "ok" && bound?.kind !== "deny";
   const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
   // Nothing is reviewed or minted for a request gate 4 refuses.
   const userMay = prefetch(() =>
-    known && kube.kind === "ok" ? allAllowed(deps.userAccess, clusterId, claims.sub, reviewAttributes(kube.info, request)) : NOT_ASKED,
+    known && readable ? allAllowed(deps.userAccess, clusterId, claims.sub, reviewAttributes(kube.info, request)) : NOT_ASKED,
   );
   const pluginToken = prefetch(() => {
-    if (kube.kind !== "ok") return NO_TOKEN;
+    if (!readable) return NO_TOKEN;
     return installation.then((verdict) => {
       if (verdict.kind !== "usable") return undefined;
       const sa = pluginServiceAccount(claims.installationName);
@@ -234,6 +249,7 @@ async function pluginRequest(
   trace("kube-path", kube.kind === "bad-request" ? "malformed" : kube.kind);
   if (kube.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (kube.kind === "bad-request") return deny("bad-request", kube.detail);
+  if (bound?.kind === "deny") return bound;
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
   if (!traceVerdict("user-sar", await userMay)) return deny("user-sar-denied", "the user may not do this");
   // Gate 6: resolve (cluster, installation_id) → plugin ServiceAccount from the PluginInstallation index.
@@ -242,7 +258,7 @@ async function pluginRequest(
   const saToken = await pluginToken;
   trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");
-  return allow(credentialSwap(request, saToken));
+  return allow(credentialSwap(request, saToken), bound);
 }
 
 function impersonates(headers: Readonly<Record<string, string>>): boolean {

@@ -142,8 +142,13 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
     expect(res).toMatchObject({ allowed: true });
     if (!res.allowed) return;
     expect(world.sarRequests.map((a) => a.verb).sort()).toEqual(["create", "get"]);
-    // The injected token travels in Authorization only; the caller's bearer subprotocol is dropped.
-    expect(res.set).toEqual({ authorization: `Bearer ${SA_PLUGIN}`, "sec-websocket-protocol": "v5.channel.k8s.io", ...UPSTREAM });
+    // The injected token travels in Authorization only; the caller's bearer subprotocol is dropped;
+    // Envoy ends the stream at the token's expiry (15 minutes, whole seconds rounded down).
+    const { "x-envoy-upstream-stream-duration-ms": duration, ...set } = res.set;
+    expect(set).toEqual({ authorization: `Bearer ${SA_PLUGIN}`, "sec-websocket-protocol": "v5.channel.k8s.io", ...UPSTREAM });
+    expect(Number(duration) % 1000).toBe(0);
+    expect(Number(duration)).toBeGreaterThanOrEqual(898_000);
+    expect(Number(duration)).toBeLessThanOrEqual(900_000);
   });
 
   it("audits a request that ran past the check deadline with the 503 Envoy was given, never a late allow", async () => {
@@ -180,7 +185,7 @@ describe("kube-api-proxy: PluginToken gates (FUN-17 §11), whole responses", () 
       pinned_definition_hash: `sha256:${"ab".repeat(32)}`,
     };
     expect(audits.map(({ time: _t, level: _l, ...rest }) => rest)).toEqual([
-      { ...common, verb: "watch", api_group: "cert-manager.io", resource: "certificates", subresource: "", namespace: "team-a", name: "", path: "", decision: "allowed", request_id: "req-allow" },
+      { ...common, verb: "watch", api_group: "cert-manager.io", resource: "certificates", subresource: "", namespace: "team-a", name: "", path: "", decision: "allowed", request_id: "req-allow", stream_bound_seconds: 60 },
       { ...common, verb: "delete", api_group: "", resource: "secrets", subresource: "", namespace: "team-a", name: "db", path: "", decision: "denied:user-sar-denied", request_id: "req-deny" },
       { ...common, verb: "list", api_group: "", resource: "pods", subresource: "", namespace: "", name: "", path: "", decision: "denied:cluster-mismatch", request_id: "req-mismatch" },
     ]);
@@ -445,5 +450,70 @@ describe("policy selection", () => {
     const raw = await server.checkRaw({ attributes: { context_extensions: { policy: "kube-api-proxy" } } });
     expect(raw.status.code).toBe(3);
     expect(raw.denied_response?.status.code).toBe("BadRequest");
+  });
+});
+
+describe("streams end in time (issue 54): the CheckResponse as Envoy's protos decode it", () => {
+  const watchPath = `${base}/apis/cert-manager.io/v1/namespaces/team-a/certificates`;
+  const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+  it("a PluginToken watch asked without a timeout gets timeoutSeconds = the bound, reviewed as asked", async () => {
+    const res = await check(`${watchPath}?watch=1&resourceVersion=5`, await bearer(pluginToken()));
+    expect(res).toMatchObject({ allowed: true, query: [["timeoutSeconds", "60"]] });
+    expect(world.sarRequests).toEqual([
+      { kind: "resource", verb: "watch", group: "cert-manager.io", version: "v1", resource: "certificates", subresource: "", namespace: "team-a", name: "" },
+    ]);
+  });
+
+  it("the token's remaining lifetime when it is shorter; nothing rewritten when the client asked less", async () => {
+    expect(await check(`${watchPath}?watch=1&timeoutSeconds=3600`, await bearer(pluginToken({}, { exp: nowSeconds() + 20 })))).toMatchObject({
+      allowed: true,
+      query: [["timeoutSeconds", expect.stringMatching(/^(19|20)$/)]],
+    });
+    const asked = await check(`${watchPath}?watch=1&timeoutSeconds=5`, await bearer(pluginToken()));
+    expect(asked).toMatchObject({ allowed: true });
+    expect(asked).not.toHaveProperty("query");
+  });
+
+  it("a watch query Envoy's rewrite would make Go read otherwise is refused 400, unreviewed, and audited", async () => {
+    const res = await check(`${watchPath}?watch=true&w%61tch=false`, { ...(await bearer(pluginToken())), "x-request-id": "req-unboundable" });
+    expect(res).toMatchObject({ allowed: false, http: 400, reason: "bad-request" });
+    expect(world.sarRequests).toEqual([]);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(server.logs.find((l) => l["audit"] === "plugin_request" && l["request_id"] === "req-unboundable")).toMatchObject({ decision: "denied:bad-request", verb: "watch" });
+  });
+
+  it("a PluginToken within a second of its expiry opens no stream: 401, the client mints a fresh token", async () => {
+    const res = await check(`${watchPath}?watch=1`, await bearer(pluginToken({}, { exp: nowSeconds() })));
+    // Accepted within the verifier's clock tolerance, refused by the bound.
+    expect(res).toMatchObject({ allowed: false, http: 401, reason: "invalid-token" });
+  });
+
+  it("a UserToken watch keeps the server's default while its token outlives it, and is bounded by the token when it does not", async () => {
+    const long = await check(`${watchPath}?watch=1`, await bearer(userToken({}, { exp: nowSeconds() + 86_000 })));
+    expect(long).toMatchObject({ allowed: true });
+    expect(long).not.toHaveProperty("query");
+    const short = await check(`${watchPath}?watch=1`, await bearer(userToken({}, { exp: nowSeconds() + 600 })));
+    expect(short).toMatchObject({ allowed: true, query: [["timeoutSeconds", expect.stringMatching(/^(599|600)$/)]] });
+  });
+
+  it("log follow and port-forward: Envoy ends them at the token's expiry; a list is left alone; the metric counts each bounded stream", async () => {
+    const metric = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${server.server.adminPort}/metrics`)).text();
+      const line = (kind: string) => Number(new RegExp(`^portcullis_bounded_streams_total\\{kind="${kind}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
+      return { watch: line("watch-timeout"), stream: line("stream-duration") };
+    };
+    const before = await metric();
+    const logs = await check(`${base}/api/v1/namespaces/team-a/pods/web-0/log?follow=true`, await bearer(pluginToken({}, { exp: nowSeconds() + 120 })));
+    expect(logs).toMatchObject({ allowed: true, set: { "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(119|120)000$/) } });
+    const forward = await check(`${base}/api/v1/namespaces/team-a/pods/web-0/portforward?ports=80`, await bearer(userToken({}, { exp: nowSeconds() + 300 })));
+    expect(forward).toMatchObject({ allowed: true, set: { "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(299|300)000$/) } });
+    const list = await check(`${base}/api/v1/namespaces/team-a/pods`, await bearer(pluginToken()));
+    expect(list).toMatchObject({ allowed: true });
+    if (list.allowed) expect(list.set).not.toHaveProperty("x-envoy-upstream-stream-duration-ms");
+    expect(list).not.toHaveProperty("query");
+    await check(`${watchPath}?watch=1`, await bearer(pluginToken()));
+    const after = await metric();
+    expect({ watch: after.watch - before.watch, stream: after.stream - before.stream }).toEqual({ watch: 1, stream: 2 });
   });
 });
