@@ -25,7 +25,7 @@ helm="${PORTCULLIS_HELM_BIN:-helm}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-git -C "$git_dir" archive "$commit" charts/fundament | tar -x -C "$work"
+git -C "$git_dir" archive --prefix=charts/fundament/ "$commit:charts/fundament" | tar -x -C "$work"
 templates=$(cd "$work/charts/fundament" && ls templates/*-httproute.yaml | sed 's/^/--show-only /' | tr '\n' ' ')
 command="helm template fundament charts/fundament --namespace fundament-system --values test/deploy/fixtures/fundament-values.yaml $templates"
 # shellcheck disable=SC2086
@@ -35,7 +35,7 @@ rendered="$(cd "$work" && HELM_CACHE_HOME="$work" HELM_CONFIG_HOME="$work" HELM_
   echo "# The HTTPRoutes Fundament's chart renders: data, not Fundament's code. Produced from"
   echo "# fundament-oss/fundament charts/fundament at"
   echo "# commit: $commit"
-  echo "# by scripts/render-fundament-routes.sh, which ran (in a directory holding that commit's charts/):"
+  echo "# by scripts/render-fundament-routes.sh, which extracted that commit's charts/fundament and ran:"
   echo "#   $command"
   echo "$rendered"
 } > "$work/fixture.yaml"

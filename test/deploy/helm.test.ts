@@ -90,16 +90,16 @@ describe("gateway modes", () => {
   });
 
   it.each([
-    [{ gateway: { mode: "nginx" } }, /gateway.mode must be one of/],
-    [{ gateway: { mode: "istio" } }, /config.check.policyFrom must be request/],
-    [{ gateway: { mode: "envoyGateway" } }, /config.check.policyFrom must be request/],
-    [{ ...modeValues("envoyGateway"), gateway: { mode: "envoyGateway", coveredRoutes: { names: [] } } }, /lists no HTTPRoute/],
-    [{ ...modeValues("istio"), gateway: { mode: "istio", coveredHostnames: ["authn.fundament.io", "kube-api-proxy.fundament.io"] } }, /kube-api-proxy.fundament.io is served by the data-plane Envoy/],
-    [{ gateway: { mode: "istio" }, config: { check: { policyFrom: "request" } } }, /no host to check/],
-    [{ autoscaling: { minReplicas: 1 } }, /at least 2/],
-    [withTls("istio", {}), /Istio's envoyExtAuthzGrpc provider calls portcullis in plaintext/],
-    [withTls("envoyGateway", { requireClientCert: true, clientCaFile: "/tls/ca.crt" }), /requireClientCert: Envoy Gateway presents a client certificate only gateway-wide/],
-  ])("refuses %j", (values, message) => {
+    ["an unknown gateway.mode", { gateway: { mode: "nginx" } }, /gateway.mode must be one of/],
+    ["istio without request mode", { gateway: { mode: "istio" } }, /config.check.policyFrom must be request/],
+    ["envoyGateway without request mode", { gateway: { mode: "envoyGateway" } }, /config.check.policyFrom must be request/],
+    ["envoyGateway covering no route", { ...modeValues("envoyGateway"), gateway: { mode: "envoyGateway", coveredRoutes: { names: [] } } }, /lists no HTTPRoute/],
+    ["istio checking the kube-api-proxy host at the gateway", { ...modeValues("istio"), gateway: { mode: "istio", coveredHostnames: ["authn.fundament.io", "kube-api-proxy.fundament.io"] } }, /kube-api-proxy.fundament.io is served by the data-plane Envoy/],
+    ["istio with no host to check", { gateway: { mode: "istio" }, config: { check: { policyFrom: "request" }, envoy: null } }, /no host to check/],
+    ["one replica", { autoscaling: { minReplicas: 1 } }, /at least 2/],
+    ["istio with listen.tls", withTls("istio", {}), /Istio's envoyExtAuthzGrpc provider calls portcullis in plaintext/],
+    ["envoyGateway with a required client certificate", withTls("envoyGateway", { requireClientCert: true, clientCaFile: "/tls/ca.crt" }), /requireClientCert: Envoy Gateway presents a client certificate only gateway-wide/],
+  ])("refuses %s", (_, values, message) => {
     expect(() => helmTemplate(values)).toThrow(message);
   });
 });
@@ -162,10 +162,14 @@ describe("covering the platform's hosts (istio)", () => {
 describe("Istio ambient", () => {
   it("under istio every rule of the NetworkPolicy admits HBONE (TCP 15008) from the same peers, and only them; no other mode opens it", () => {
     const istio = find(helmTemplate(modeValues("istio")), "NetworkPolicy", "portcullis")!;
-    const plain = find(helmTemplate(modeValues("envoyGateway")), "NetworkPolicy", "portcullis")!;
-    expect(istio["spec"].ingress.map((r: Manifest) => r["from"])).toEqual(plain["spec"].ingress.map((r: Manifest) => r["from"]));
-    for (const rule of istio["spec"].ingress) expect(rule["ports"]).toContainEqual({ port: 15008, protocol: "TCP" });
-    for (const rule of plain["spec"].ingress) expect(rule["ports"].map((p: Manifest) => p["port"])).not.toContain(15008);
+    // A NetworkPolicy rule admits its `from` peers to its ports: HBONE rides in each peer's own rule.
+    expect(istio["spec"].ingress.map((r: Manifest) => r["ports"])).toEqual(
+      ["grpc", "internal", "admin"].map((port) => [{ port, protocol: "TCP" }, { port: 15008, protocol: "TCP" }]),
+    );
+    for (const mode of ["envoy", "envoyGateway"] as const) {
+      const plain = find(helmTemplate(modeValues(mode)), "NetworkPolicy", "portcullis")!;
+      expect(plain["spec"].ingress.map((r: Manifest) => r["ports"]), mode).toEqual(["grpc", "internal", "admin"].map((port) => [{ port, protocol: "TCP" }]));
+    }
   });
 });
 
