@@ -35,15 +35,17 @@ export function fundamentRoutes(namespace: string = RELEASE_NAMESPACE): Manifest
 /**
  * The configuration the proofs install: the example's, choosing the policy from the request (the
  * gateways name none per route), with dcim-api on a host of its own (Fundament's chart gives each
- * service its own HTTPRoute, a catch-all: two on one host would shadow each other), and without
- * Konfidence, whose own chart (not Fundament's) routes its host.
+ * service its own HTTPRoute, a catch-all: two on one host would shadow each other), without
+ * Konfidence, whose own chart (not Fundament's) routes its host, and without TLS on the data-plane
+ * Envoy's listener (the gateway ends TLS; Fundament's routes send it plain HTTP).
  */
 export const gatewayConfigValues: Json = (() => {
   const raw = parse(readFileSync(resolve(ROOT, "deploy/examples/portcullis.yaml"), "utf8")) as Json;
   const platform = (raw["envoy"].platform as Json[]).map((p) => (p["name"] === "dcim-api" ? { ...p, origin: "https://dcim.fundament.io" } : p));
   const { konfidence: _origin, ...origins } = raw["envoy"].origins as Json;
   const { konfidence: _upstream, ...upstreams } = raw["envoy"].upstreams as Json;
-  return { ...raw, check: { ...raw["check"], policyFrom: "request" }, envoy: { ...raw["envoy"], origins, upstreams, platform } };
+  const { tls: _tls, ...listener } = raw["envoy"].listener as Json;
+  return { ...raw, check: { ...raw["check"], policyFrom: "request" }, envoy: { ...raw["envoy"], listener, origins, upstreams, platform } };
 })();
 export const gatewayConfig: Config = parseConfig(stringify(gatewayConfigValues));
 
