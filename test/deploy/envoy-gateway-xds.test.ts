@@ -16,7 +16,7 @@
  *     SecurityPolicy, or Fundament is installed under another release name.
  */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -64,7 +64,7 @@ function translate(name: string, routes: Manifest[], values: Json): Translation 
   const chart = helmTemplate(values).filter((o) => ["SecurityPolicy", "ReferenceGrant", "BackendTLSPolicy", "Service"].includes(o["kind"]));
   const services = chartServices(chart).map((s, i) => (s["spec"].clusterIP === "None" ? s : { ...s, spec: { ...s["spec"], clusterIP: `10.96.0.${10 + i}` } }));
   const policies = chart.filter((o) => o["kind"] !== "Service").map((o) => ({ ...o, metadata: { ...o["metadata"], namespace: o["metadata"].namespace ?? RELEASE_NAMESPACE } }));
-  const world = [...gatewayObjects({ name: "envoy-gateway", controllerName: "gateway.envoyproxy.io/gatewayclass-controller" }), ...services, ...backendServices(routes, services, (i) => `10.96.1.${10 + i}`)];
+  const world = [...gatewayObjects({ name: "envoy-gateway", controllerName: "gateway.envoyproxy.io/gatewayclass-controller" }, ["fundament"]), ...services, ...backendServices(routes, services, (i) => `10.96.1.${10 + i}`)];
   writeFileSync(join(dir, `${name}.yaml`), [...world, ...routes, ...policies].map((o) => stringify(o)).join("---\n"));
   const out = execFileSync(resolveBinary("egctl"), ["experimental", "translate", "--from", "gateway-api", "--to", "gateway-api,xds", "--file", join(dir, `${name}.yaml`), "--output", "json"], {
     encoding: "utf8",
@@ -242,6 +242,40 @@ describe("Envoy Gateway's translator, Fundament's routes and portcullis's chart 
   });
 });
 
+describe("Fundament in another namespace (gateway.coveredRoutes.namespace)", () => {
+  it("its routes are covered: the SecurityPolicies beside them reach portcullis-ext-authz through the chart's ReferenceGrant", () => {
+    const values = modeValues("envoyGateway");
+    values["gateway"].coveredRoutes = { namespace: "fundament", names: ["fundament-authn-api", "fundament-organization-api", "fundament-dcim-api"] };
+    const t = translate("other-namespace", fundamentRoutes("fundament"), values);
+    expect(t.mine.filter((o) => o["kind"] === "ReferenceGrant")).toHaveLength(1);
+    const policies = (t.output["securityPolicies"] ?? []) as Json[];
+    expect(policies.map((p) => p["metadata"].namespace)).toEqual(["fundament", "fundament", "fundament"]);
+    for (const p of policies) {
+      for (const c of (p["status"]?.ancestors ?? []).flatMap((a: Json) => a.conditions)) expect(`${c.type} ${c.status} ${c.message}`).toMatch(/^\w+ True/);
+    }
+    expect(onProtectedHosts(uncovered(t))).toEqual([]);
+  }, 120_000);
+
+  it("without that ReferenceGrant Envoy Gateway refuses the SecurityPolicies' backend, and no route is served unchecked", () => {
+    const values = modeValues("envoyGateway");
+    values["gateway"].coveredRoutes = { namespace: "fundament", names: ["fundament-authn-api", "fundament-organization-api", "fundament-dcim-api"] };
+    const t = translate("other-namespace-no-grant", fundamentRoutes("fundament"), values);
+    // The same objects, the grant left out.
+    const input = join(dir, "other-namespace-no-grant.yaml");
+    const without = readFileSync(input, "utf8").split("---\n").filter((doc) => !doc.includes("kind: ReferenceGrant")).join("---\n");
+    writeFileSync(input, without);
+    const out = JSON.parse(execFileSync(resolveBinary("egctl"), ["experimental", "translate", "--from", "gateway-api", "--to", "gateway-api,xds", "--file", input, "--output", "json"], { encoding: "utf8", maxBuffer: 64 << 20, stdio: ["ignore", "pipe", "pipe"] })) as Json;
+    const conditions = ((out["securityPolicies"] ?? []) as Json[]).flatMap((p) => (p["status"]?.ancestors ?? []).flatMap((a: Json) => a.conditions));
+    expect(conditions.some((c: Json) => c.status === "False")).toBe(true);
+    // Fail closed: a route whose policy is invalid is answered by Envoy Gateway itself, never forwarded unchecked.
+    const translated = { ...t, output: out };
+    for (const { vh, route } of routesOf(translated)) {
+      if (!PROTECTED.includes((vh["domains"] as string[])[0]!)) continue;
+      expect(extAuthzOf(route) !== "off" || route["direct_response"] !== undefined, `${vh["domains"][0]} ${route["name"]}: ${JSON.stringify(route).slice(0, 300)}`).toBe(true);
+    }
+  }, 120_000);
+});
+
 describe("a Fundament HTTPRoute left uncovered is named", () => {
   it("its SecurityPolicy dropped (gateway.coveredRoutes.names without it)", () => {
     const values = modeValues("envoyGateway");
@@ -249,11 +283,11 @@ describe("a Fundament HTTPRoute left uncovered is named", () => {
     const problems = onProtectedHosts(uncovered(translate("without-dcim", fundamentRoutes(), values)));
     expect(problems.length).toBeGreaterThan(0);
     expect(problems.every((p) => p.startsWith("dcim.fundament.io ") && p.endsWith("reaches fundament-dcim-api without the check"))).toBe(true);
-  });
+  }, 120_000);
 
   it("Fundament installed as another release (its routes renamed), the values still naming `fundament-…`", () => {
     const renamed = fundamentRoutes().map((r) => ({ ...r, metadata: { ...r["metadata"], name: String(r["metadata"].name).replace(/^fundament-/, "platform-") } }));
     const problems = onProtectedHosts(uncovered(translate("renamed", renamed, modeValues("envoyGateway"))));
     expect(new Set(problems.map((p) => p.split(" ")[0]))).toEqual(new Set(PROTECTED));
-  });
+  }, 120_000);
 });

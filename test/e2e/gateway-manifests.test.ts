@@ -29,7 +29,7 @@ beforeAll(async () => {
   api = await startKubeApiserver();
   dir = makeTempDir("gateway-manifests");
   // The Namespaces the objects go to, and the kit's shared Namespace and CRDs.
-  const namespaces = [GATEWAY.namespace, "envoy-gateway-system", "konfidence-system"].map((name) => stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name } })).join("---\n");
+  const namespaces = [GATEWAY.namespace, "envoy-gateway-system", "konfidence-system", "fundament"].map((name) => stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name } })).join("---\n");
   const writeTo = (file: string, text: string) => {
     writeFileSync(join(dir, file), text);
     return join(dir, file);
@@ -88,6 +88,14 @@ describe("the API server accepts", () => {
     const routes = fundamentRoutes();
     expect(routes.length).toBe(12);
     expect(await dryRun([...rendered, ...routes])).toEqual([]);
+  });
+
+  it("the SecurityPolicies and their ReferenceGrant when Fundament's routes live in another namespace (gateway.coveredRoutes.namespace)", async () => {
+    const values = modeValues("envoyGateway");
+    values["gateway"].coveredRoutes = { namespace: "fundament", names: ["fundament-authn-api", "fundament-organization-api", "fundament-dcim-api"] };
+    const objects = helmTemplate(values).filter((o) => o["kind"] === "SecurityPolicy" || o["kind"] === "ReferenceGrant");
+    expect(objects.map((o) => `${o["kind"]}/${o["metadata"].namespace ?? RELEASE_NAMESPACE}`).sort()).toEqual(["ReferenceGrant/fundament-system", "SecurityPolicy/fundament", "SecurityPolicy/fundament", "SecurityPolicy/fundament"]);
+    expect(await dryRun([...objects, ...fundamentRoutes("fundament")])).toEqual([]);
   });
 
   it("and refuses what the CRDs' schemas refuse (the dry run is not a rubber stamp)", async () => {
