@@ -95,7 +95,7 @@ describe("gateway modes", () => {
     ["envoyGateway without request mode", { gateway: { mode: "envoyGateway" } }, /config.check.policyFrom must be request/],
     ["envoyGateway covering no route", { ...modeValues("envoyGateway"), gateway: { mode: "envoyGateway", coveredRoutes: { names: [] } } }, /lists no HTTPRoute/],
     ["istio checking the kube-api-proxy host at the gateway", { ...modeValues("istio"), gateway: { mode: "istio", coveredHostnames: ["authn.fundament.io", "kube-api-proxy.fundament.io"] } }, /kube-api-proxy.fundament.io is served by the data-plane Envoy/],
-    ["istio with no host to check", { gateway: { mode: "istio" }, config: { check: { policyFrom: "request" }, envoy: null } }, /no host to check/],
+    ["istio with no host to check", { gateway: { mode: "istio" }, config: { check: { policyFrom: "request" }, envoy: null }, dataPlane: { enabled: false } }, /no host to check/],
     ["one replica", { autoscaling: { minReplicas: 1 } }, /at least 2/],
     ["istio with listen.tls", withTls("istio", {}), /Istio's envoyExtAuthzGrpc provider calls portcullis in plaintext/],
     ["envoyGateway with a required client certificate", withTls("envoyGateway", { requireClientCert: true, clientCaFile: "/tls/ca.crt" }), /requireClientCert: Envoy Gateway presents a client certificate only gateway-wide/],
