@@ -36,6 +36,9 @@ const SEEDS = [
   "envoy/config/trace/v3/opentelemetry.proto",
   // Envoy Gateway's clusters (test/deploy/envoy-gateway-xds.test.ts decodes its ext_authz clusters).
   "envoy/extensions/load_balancing_policies/least_request/v3/least_request.proto",
+  // Istio's CUSTOM provider enables ext_authz from a shadow RBAC filter's metadata
+  // (test/deploy/istio-pilot-xds.test.ts reads its shadow rules).
+  "envoy/extensions/filters/http/rbac/v3/rbac.proto",
 ];
 const SEED_DIRS = ["envoy/config/route/v3"];
 

@@ -5,7 +5,6 @@
  *   portcullis validate-config FILE          run the server's start checks on a configuration file and exit
  *   portcullis config-schema                 print the configuration's JSON Schema
  *   portcullis envoy-config --config FILE [--output FILE]   print (or write) the Envoy configuration for a configuration file
- *   portcullis gateway-config …              print the Envoy Gateway or Istio manifests for a configuration file
  *   portcullis check …                       ask a running server for one decision
  *   portcullis revoke / unrevoke …           write or delete a Revocation (the sub-TTL kill switch)
  *   portcullis can-i …                       what a plugin can do for a user (user ∩ plugin), from the admin port
@@ -20,8 +19,6 @@ const USAGE = `usage:
   portcullis validate-config [--file-only] FILE   run the server's start checks on FILE and exit
   portcullis config-schema                 print the configuration file's JSON Schema
   portcullis envoy-config --config FILE [--output FILE]   print (or write) the Envoy configuration generated from FILE
-  portcullis gateway-config --config FILE --target istio|envoy-gateway (--gateway NS/NAME | --values FILE) [--namespace NS] [--proxy-namespace NS]
-  portcullis gateway-config --config FILE --target istio --mesh-config   istiod's meshConfig.extensionProviders entry
   portcullis check --server HOST:PORT --policy P --path PATH [--method GET] [-H 'name: value']... [--token TOKEN | --token-file FILE] [--json]
   portcullis check --explain --admin HOST:PORT ...   same, through the admin port (admin.explain, loopback only), with the gates' trace
       exit status: 0 allowed, 1 denied, 2 usage or connection error
@@ -51,19 +48,6 @@ const HELP: Readonly<Record<string, string>> = {
   Prints the Envoy configuration generated from FILE's envoy section (deploy/examples/envoy.yaml).
   --output FILE   write it to FILE instead: the data-plane Envoy's init container, on the mounted configuration
   exit status: 0, 2 invalid configuration or no envoy section`,
-  "gateway-config": `usage: portcullis gateway-config --config FILE --target istio|envoy-gateway (--gateway NS/NAME[/SECTION] | --values FILE)
-                                 [--namespace NS] [--proxy-namespace NS]
-       portcullis gateway-config --config FILE --target istio --mesh-config [--namespace NS]
-  Prints the manifests that put portcullis behind Envoy Gateway or Istio, generated from FILE's envoy section
-  (the routes plain Envoy gets from envoy-config): the HTTPRoutes (one per hostname), ReferenceGrants and
-  BackendTLSPolicies for their backends, and a NetworkPolicy admitting the gateway's proxy pods; for Envoy
-  Gateway a SecurityPolicy per (policy, service) with its contextExtensions and a ClientTrafficPolicy; for Istio
-  the CUSTOM AuthorizationPolicy on the Gateway (portcullis then chooses the policy from the request).
-  --values FILE   the Helm chart's values file: the Gateway from httproute.parentRefs, only httproute.hostnames
-  --namespace     portcullis's namespace (default fundament-system)
-  --proxy-namespace  where the gateway's proxy pods run (default: envoy-gateway-system; Istio: the Gateway's)
-  --mesh-config   istiod's meshConfig.extensionProviders entry instead (Helm values for istiod)
-  exit status: 0, 2 usage, invalid configuration or no envoy section`,
   check: `usage: portcullis check --server HOST:PORT --policy P --path PATH [--method GET] [-H 'name: value']... [--token TOKEN | --token-file FILE] [--json]
                         [--ca FILE [--cert FILE --key FILE] [--server-name NAME]]
        portcullis check --explain --admin HOST:PORT --policy P --path PATH ...
@@ -139,20 +123,6 @@ async function main(argv: string[]): Promise<number> {
       if (flags.output === undefined) out(yaml);
       else writeFileSync(flags.output, yaml);
       return 0;
-    }
-    case "gateway-config": {
-      const { runGatewayConfig, UsageError } = await import("./gateway-config.ts");
-      const { GatewayConfigError } = await import("../deploy/gateway-config.ts");
-      try {
-        return runGatewayConfig(rest, { out });
-      } catch (err) {
-        if (err instanceof UsageError || String((err as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS_")) return usage((err as Error).message);
-        if (err instanceof GatewayConfigError) {
-          process.stderr.write(`portcullis gateway-config: ${err.message}\n`);
-          return 2;
-        }
-        throw err;
-      }
     }
     case "check": {
       const { runCheck, UsageError } = await import("./check.ts");

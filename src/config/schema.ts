@@ -74,7 +74,7 @@ export const configSchema = z
           .enum(["contextExtensions", "request"])
           .default("contextExtensions")
           .describe(
-            "where a Check's policy comes from: contextExtensions (the front proxy names it per route, as the generated Envoy and Envoy Gateway do), or request (the route table built from the envoy section chooses it from the request's authority and path, for gateways that cannot name it, such as Istio's CUSTOM provider; context_extensions still win where present, and portcullis also answers CORS preflights)",
+            "where a Check's policy comes from: contextExtensions (the front proxy names it per route, as the generated Envoy does), or request (the route table built from the envoy section chooses it from the request's authority and path, for gateways that do not name it: Istio's CUSTOM provider, Envoy Gateway's SecurityPolicies on the platform's own routes; context_extensions still win where present, and portcullis also answers CORS preflights)",
           ),
       })
       .strict()

@@ -9,7 +9,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { CHART, helm, helmTemplate, KUBE_VERSION, modeValues, RELEASE_NAMESPACE } from "../support/helm.ts";
+import { dataPlaneHosts, gatewayConfig, modeValues, protectedHosts } from "../support/gateway.ts";
+import { CHART, helm, helmTemplate, KUBE_VERSION, RELEASE_NAMESPACE } from "../support/helm.ts";
 import { kustomize, type Manifest, ROOT } from "../support/kustomize.ts";
 
 const kit = kustomize("deploy/k8s");
@@ -23,13 +24,14 @@ describe("helm", () => {
   });
 
   it.each(["envoy", "istio", "envoyGateway"] as const)("template renders gateway.mode %s, every object named and in the release's namespace or cluster-scoped", (mode) => {
-    const { values, files } = modeValues(mode);
-    const objects = helmTemplate(values, files);
+    const objects = helmTemplate(modeValues(mode));
     const kinds = new Set(objects.map((o) => o["kind"]));
     for (const k of ["Deployment", "Service", "ConfigMap", "NetworkPolicy", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ClusterRole"]) expect(kinds, mode).toContain(k);
     if (mode === "istio") expect(kinds).toContain("AuthorizationPolicy");
     if (mode === "envoyGateway") expect(kinds).toContain("SecurityPolicy");
     for (const o of objects) expect(o["metadata"]?.name, JSON.stringify(o).slice(0, 100)).toBeTruthy();
+    // Values alone: nothing generated beforehand, and no route of its own beside the platform's.
+    expect(kinds).not.toContain("HTTPRoute");
   });
 });
 
@@ -81,22 +83,102 @@ describe("gateway modes", () => {
     ["istio", { "gateway.networking.k8s.io/gateway-name": "fundament" }, "fundament-gateway"],
     ["envoyGateway", { "gateway.envoyproxy.io/owning-gateway-name": "fundament", "gateway.envoyproxy.io/owning-gateway-namespace": "fundament-gateway" }, "envoy-gateway-system"],
   ] as const)("%s: the NetworkPolicy admits the Gateway's proxy pods to the gRPC port, and no one else", (mode, labels, namespace) => {
-    const { values, files } = modeValues(mode);
-    const policy = find(helmTemplate(values, files), "NetworkPolicy", "portcullis")!;
+    const policy = find(helmTemplate(modeValues(mode)), "NetworkPolicy", "portcullis")!;
     const grpc = policy["spec"].ingress.filter((r: Manifest) => r["ports"].some((p: Manifest) => p["port"] === "grpc"));
-    expect(grpc).toEqual([{ from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": namespace } }, podSelector: { matchLabels: labels } }], ports: [{ port: "grpc", protocol: "TCP" }] }]);
+    expect(grpc).toHaveLength(1);
+    expect(grpc[0].from).toEqual([{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": namespace } }, podSelector: { matchLabels: labels } }]);
   });
 
   it.each([
-    [{ gateway: { mode: "nginx" } }, /gateway.mode must be one of/],
-    [{ gateway: { mode: "istio" } }, /config.check.policyFrom must be request/],
-    [{ autoscaling: { minReplicas: 1 } }, /at least 2/],
-    [{ httproute: { enabled: true } }, /for gateway.mode istio or envoyGateway/],
-    [{ gateway: { mode: "envoyGateway" }, httproute: { enabled: true } }, /--set-file gateway.manifests/],
-  ])("refuses %j", (values, message) => {
+    ["an unknown gateway.mode", { gateway: { mode: "nginx" } }, /gateway.mode must be one of/],
+    ["istio without request mode", { gateway: { mode: "istio" } }, /config.check.policyFrom must be request/],
+    ["envoyGateway without request mode", { gateway: { mode: "envoyGateway" } }, /config.check.policyFrom must be request/],
+    ["envoyGateway covering no route", { ...modeValues("envoyGateway"), gateway: { mode: "envoyGateway", coveredRoutes: { names: [] } } }, /lists no HTTPRoute/],
+    ["istio checking the kube-api-proxy host at the gateway", { ...modeValues("istio"), gateway: { mode: "istio", coveredHostnames: ["authn.fundament.io", "kube-api-proxy.fundament.io"] } }, /kube-api-proxy.fundament.io is served by the data-plane Envoy/],
+    ["istio with no host to check", { gateway: { mode: "istio" }, config: { check: { policyFrom: "request" }, envoy: null }, dataPlane: { enabled: false } }, /no host to check/],
+    ["one replica", { autoscaling: { minReplicas: 1 } }, /at least 2/],
+    ["istio with listen.tls", withTls("istio", {}), /Istio's envoyExtAuthzGrpc provider calls portcullis in plaintext/],
+    ["envoyGateway with a required client certificate", withTls("envoyGateway", { requireClientCert: true, clientCaFile: "/tls/ca.crt" }), /requireClientCert: Envoy Gateway presents a client certificate only gateway-wide/],
+  ])("refuses %s", (_, values, message) => {
     expect(() => helmTemplate(values)).toThrow(message);
   });
 });
+
+describe("covering the platform's routes (envoyGateway)", () => {
+  it("a SecurityPolicy on each of Fundament's platform HTTPRoutes, beside them, calling portcullis fail closed, naming no policy", () => {
+    const policies = helmTemplate(modeValues("envoyGateway")).filter((o) => o["kind"] === "SecurityPolicy");
+    expect(policies.map((p) => p["spec"].targetRefs)).toEqual(
+      ["fundament-authn-api", "fundament-organization-api", "fundament-dcim-api"].map((name) => [{ group: "gateway.networking.k8s.io", kind: "HTTPRoute", name }]),
+    );
+    for (const p of policies) {
+      expect(p["metadata"].namespace).toBe(RELEASE_NAMESPACE);
+      expect(p["spec"].extAuth).toEqual({
+        grpc: { backendRefs: [{ group: "", kind: "Service", name: "portcullis-ext-authz", namespace: RELEASE_NAMESPACE, port: 9001 }] },
+        failOpen: false,
+        statusOnError: 503,
+        timeout: "1000ms",
+      });
+    }
+  });
+
+  it("Fundament in another namespace: the SecurityPolicies go there, and a ReferenceGrant here admits them to portcullis-ext-authz", () => {
+    const values = modeValues("envoyGateway");
+    values["gateway"].coveredRoutes = { namespace: "fundament", names: ["platform-authn-api"] };
+    const objects = helmTemplate(values);
+    expect(objects.filter((o) => o["kind"] === "SecurityPolicy").map((p) => `${p["metadata"].namespace}/${p["spec"].targetRefs[0].name}`)).toEqual(["fundament/platform-authn-api"]);
+    const grant = objects.find((o) => o["kind"] === "ReferenceGrant")!;
+    expect(grant["metadata"].namespace).toBeUndefined(); // the release's
+    expect(grant["spec"]).toEqual({ from: [{ group: "gateway.envoyproxy.io", kind: "SecurityPolicy", namespace: "fundament" }], to: [{ group: "", kind: "Service", name: "portcullis-ext-authz" }] });
+    expect(helmTemplate(modeValues("envoyGateway")).filter((o) => o["kind"] === "ReferenceGrant")).toEqual([]);
+  });
+});
+
+describe("portcullis with TLS (config.listen.tls) under envoyGateway", () => {
+  it("a BackendTLSPolicy on portcullis-ext-authz checks its certificate for the name plain Envoy checks, against portcullis-grpc-ca", () => {
+    const policy = helmTemplate(withTls("envoyGateway", {})).find((o) => o["kind"] === "BackendTLSPolicy")!;
+    expect(policy["spec"]).toEqual({
+      targetRefs: [{ group: "", kind: "Service", name: "portcullis-ext-authz" }],
+      validation: { caCertificateRefs: [{ group: "", kind: "ConfigMap", name: "portcullis-grpc-ca" }], hostname: gatewayConfig.envoy!.portcullis.host },
+    });
+    expect(helmTemplate(modeValues("envoyGateway")).filter((o) => o["kind"] === "BackendTLSPolicy")).toEqual([]);
+  });
+});
+
+describe("covering the platform's hosts (istio)", () => {
+  it("one CUSTOM AuthorizationPolicy on the Gateway sends every request to the platform services' hosts, with or without a port, to portcullis; never the data plane's", () => {
+    const [policy, ...more] = helmTemplate(modeValues("istio")).filter((o) => o["kind"] === "AuthorizationPolicy");
+    expect(more).toEqual([]);
+    expect(policy!["metadata"].namespace).toBe("fundament-gateway");
+    expect(policy!["spec"]).toEqual({
+      targetRefs: [{ group: "gateway.networking.k8s.io", kind: "Gateway", name: "fundament" }],
+      action: "CUSTOM",
+      provider: { name: "portcullis" },
+      rules: [{ to: [{ operation: { hosts: protectedHosts(gatewayConfig).flatMap((h) => [h, `${h}:*`]) } }] }],
+    });
+    for (const h of dataPlaneHosts(gatewayConfig)) expect(JSON.stringify(policy)).not.toContain(h);
+  });
+});
+
+describe("Istio ambient", () => {
+  it("under istio every rule of the NetworkPolicy admits HBONE (TCP 15008) from the same peers, and only them; no other mode opens it", () => {
+    const istio = find(helmTemplate(modeValues("istio")), "NetworkPolicy", "portcullis")!;
+    // A NetworkPolicy rule admits its `from` peers to its ports: HBONE rides in each peer's own rule.
+    expect(istio["spec"].ingress.map((r: Manifest) => r["ports"])).toEqual(
+      ["grpc", "internal", "admin"].map((port) => [{ port, protocol: "TCP" }, { port: 15008, protocol: "TCP" }]),
+    );
+    for (const mode of ["envoy", "envoyGateway"] as const) {
+      const plain = find(helmTemplate(modeValues(mode)), "NetworkPolicy", "portcullis")!;
+      expect(plain["spec"].ingress.map((r: Manifest) => r["ports"]), mode).toEqual(["grpc", "internal", "admin"].map((port) => [{ port, protocol: "TCP" }]));
+    }
+  });
+});
+
+/** A gateway mode's values with portcullis serving TLS (`extra`: more of listen.tls). */
+function withTls(mode: "istio" | "envoyGateway", extra: Record<string, unknown>): Record<string, any> {
+  const values = modeValues(mode);
+  values["config"] = { ...values["config"], listen: { ...values["config"].listen, tls: { certFile: "/tls/tls.crt", keyFile: "/tls/tls.key", ...extra } } };
+  return values;
+}
 
 describe("every value is documented", () => {
   const text = readFileSync(resolve(CHART, "values.yaml"), "utf8");

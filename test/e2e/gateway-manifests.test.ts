@@ -1,9 +1,9 @@
 /**
  * Against a real kube-apiserver with the real CRDs of Gateway API (v1.6.1, standard channel), Envoy
  * Gateway (v1.9.1) and Istio (istio.io/api v1.32.0), each copied from its Go module by
- * scripts/deps/install.sh: every object the Helm chart renders, in each gateway mode, and every
- * object `portcullis gateway-config` prints for both gateways, is accepted by a server-side dry run
- * with strict field validation: the CRDs' OpenAPI schemas and CEL rules, and Kubernetes' own
+ * scripts/deps/install.sh: every object the Helm chart renders, in each gateway mode, beside
+ * Fundament's own HTTPRoutes as its chart renders them (test/deploy/fixtures/fundament-httproutes.yaml),
+ * is accepted by a server-side dry run with strict field validation: the CRDs' OpenAPI schemas and CEL rules, and Kubernetes' own
  * validation of the core objects. An object the API server would refuse, or a field it does not
  * know, fails here.
  */
@@ -11,11 +11,10 @@ import { readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { loadConfig } from "../../src/config/load.ts";
-import { gatewayManifests, type GatewayOptions } from "../../src/deploy/gateway-config.ts";
 import { applyManifests, rawRequest, resolveBinary, startKubeApiserver, type KubeApiserver } from "../harness/index.ts";
-import { helmTemplate, modeValues, RELEASE_NAMESPACE, GATEWAY } from "../support/helm.ts";
-import { kustomizeYaml, type Manifest, ROOT } from "../support/kustomize.ts";
+import { fundamentRoutes, GATEWAY, modeValues } from "../support/gateway.ts";
+import { helmTemplate, RELEASE_NAMESPACE } from "../support/helm.ts";
+import { kustomizeYaml, type Manifest } from "../support/kustomize.ts";
 import { makeTempDir } from "../harness/binaries.ts";
 
 let api: KubeApiserver;
@@ -30,7 +29,7 @@ beforeAll(async () => {
   api = await startKubeApiserver();
   dir = makeTempDir("gateway-manifests");
   // The Namespaces the objects go to, and the kit's shared Namespace and CRDs.
-  const namespaces = [GATEWAY.namespace, "envoy-gateway-system", "konfidence-system"].map((name) => stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name } })).join("---\n");
+  const namespaces = [GATEWAY.namespace, "envoy-gateway-system", "konfidence-system", "fundament"].map((name) => stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name } })).join("---\n");
   const writeTo = (file: string, text: string) => {
     writeFileSync(join(dir, file), text);
     return join(dir, file);
@@ -79,38 +78,31 @@ async function dryRun(objects: Manifest[]): Promise<string[]> {
 }
 
 describe("the API server accepts", () => {
-  it.each(["envoy", "istio", "envoyGateway"] as const)("every object the Helm chart renders for gateway.mode %s (CRDs installed by the chart too)", async (mode) => {
-    const { values, files } = modeValues(mode);
-    const objects = helmTemplate({ ...values, crds: { install: true } }, files);
+  it.each(["envoy", "istio", "envoyGateway"] as const)("every object the Helm chart renders for gateway.mode %s (CRDs installed by the chart too), beside Fundament's HTTPRoutes", async (mode) => {
+    const objects = helmTemplate({ ...modeValues(mode), crds: { install: true } });
     // The chart's CRDs are the kit's, already applied: a create of them would be a conflict, not a refusal.
     const rendered = objects.filter((o) => o["kind"] !== "CustomResourceDefinition");
     expect(rendered.length).toBeGreaterThan(10);
-    expect(await dryRun(rendered)).toEqual([]);
+    if (mode === "envoyGateway") expect(rendered.filter((o) => o["kind"] === "SecurityPolicy")).toHaveLength(3);
+    if (mode === "istio") expect(rendered.filter((o) => o["kind"] === "AuthorizationPolicy")).toHaveLength(1);
+    const routes = fundamentRoutes();
+    expect(routes.length).toBe(12);
+    expect(await dryRun([...rendered, ...routes])).toEqual([]);
   });
 
-  it.each(["envoy-gateway", "istio"] as const)("every object `portcullis gateway-config --target %s` prints for the example configuration", async (target) => {
-    const options: GatewayOptions = {
-      target,
-      namespace: RELEASE_NAMESPACE,
-      gateway: GATEWAY,
-      proxyNamespace: target === "istio" ? GATEWAY.namespace : "envoy-gateway-system",
-    };
-    const objects = gatewayManifests(loadConfig(join(ROOT, "deploy/examples/portcullis.yaml")), options);
-    const kinds = new Set(objects.map((o) => o["kind"]));
-    expect(kinds).toContain(target === "istio" ? "AuthorizationPolicy" : "SecurityPolicy");
-    expect(await dryRun(objects)).toEqual([]);
+  it("the SecurityPolicies and their ReferenceGrant when Fundament's routes live in another namespace (gateway.coveredRoutes.namespace)", async () => {
+    const values = modeValues("envoyGateway");
+    values["gateway"].coveredRoutes = { namespace: "fundament", names: ["fundament-authn-api", "fundament-organization-api", "fundament-dcim-api"] };
+    const objects = helmTemplate(values).filter((o) => o["kind"] === "SecurityPolicy" || o["kind"] === "ReferenceGrant");
+    expect(objects.map((o) => `${o["kind"]}/${o["metadata"].namespace ?? RELEASE_NAMESPACE}`).sort()).toEqual(["ReferenceGrant/fundament-system", "SecurityPolicy/fundament", "SecurityPolicy/fundament", "SecurityPolicy/fundament"]);
+    expect(await dryRun([...objects, ...fundamentRoutes("fundament")])).toEqual([]);
   });
 
   it("and refuses what the CRDs' schemas refuse (the dry run is not a rubber stamp)", async () => {
-    const [policy] = gatewayManifests(loadConfig(join(ROOT, "deploy/examples/portcullis.yaml")), {
-      target: "envoy-gateway",
-      namespace: RELEASE_NAMESPACE,
-      gateway: GATEWAY,
-      proxyNamespace: "envoy-gateway-system",
-    }).filter((o) => o["kind"] === "SecurityPolicy");
-    const bad = structuredClone(policy!);
+    const policy = helmTemplate(modeValues("envoyGateway")).find((o) => o["kind"] === "SecurityPolicy")!;
+    const bad = structuredClone(policy);
     bad["spec"].extAuth.failClosed = true; // no such field
-    const worse = structuredClone(policy!);
+    const worse = structuredClone(policy);
     worse["spec"].extAuth.grpc.backendRefs = []; // "backendRef or backendRefs needs to be set"
     const refused = await dryRun([bad, worse]);
     expect(refused).toHaveLength(2);
