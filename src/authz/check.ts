@@ -71,7 +71,7 @@ export function createAuditedCheck(options: CheckerOptions): AuditedCheck {
     const seconds = Number(process.hrtime.bigint() - check.started) / 1e9;
     publishDecision(check.policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
     if (decision.kind === "deny" && logger.isLevelEnabled("debug")) {
-      logger.debug({ policy: check.policyName, reason: decision.reason, request_id: check.requestId }, "denied");
+      logger.debug({ policy: check.policyName, reason: decision.reason, request_id: check.requestId, ...decision.logged }, "denied");
     }
     return withResponseHeaders(toCheckResponse(decision, { bodyShape: check.bodyShape, retryAfterSeconds: options.retryAfterSeconds }), check.responseHeaders);
   }

@@ -134,6 +134,15 @@ export async function carriedPluginToken(
   return { plugin: undefined, ...outcome };
 }
 
+/**
+ * The refusal of more than MAX_CARRIED_TOKENS tokens. When none verified as a PluginToken, its log
+ * line counts the plugin-audience candidates: a PluginToken may hide behind a forged first one.
+ */
+export function tooManyCredentials(carried: CarriedPluginTokens): Deny {
+  const refused = deny("invalid-token", "too many credentials");
+  return carried.plugin === undefined ? { ...refused, logged: { plugin_audience_candidates: carried.pluginAudienceCandidates } } : refused;
+}
+
 /** The decision trace's step for the other carriers, when they matter: a PluginToken found, or too many tokens. */
 export function otherCarriersTrace(carried: CarriedPluginTokens): string {
   if (!carried.tooMany) return `plugin token in ${carried.plugin?.source ?? "none"}`;

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeWorld } from "../../support/fakes.ts";
 import { type JwksServer, startJwksServer } from "../../support/jwks-server.ts";
 import { startTestServer, testConfig, type TestServer } from "../../support/server.ts";
-import { ids, pluginClaims, pluginToken, userToken } from "../../support/tokens.ts";
+import { ids, pluginClaims, pluginToken, sign, userToken } from "../../support/tokens.ts";
 
 const base = `/clusters/${ids.cluster}`;
 
@@ -103,5 +103,24 @@ describe("kube-api-proxy audits a PluginToken among more tokens than a request m
     const lines = await auditLines(server, requestId);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ user: ids.user, cluster_id: ids.cluster, installation_id: ids.installation, decision: `denied:${reason}` });
+  });
+});
+
+describe("kube-api-proxy's log line of a stuffed request with no PluginToken verified", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer(new FakeWorld());
+  });
+  afterAll(async () => server.stop());
+
+  it("counts the plugin-audience candidates, of which only the first (forged) was verified", async () => {
+    const requestId = `req-candidates-${randomUUID()}`;
+    const forged = await sign(pluginClaims(), { secret: "another-secret-that-is-long-enough-for-hs256-0123" });
+    const cookie = ["a.b.c", "d.e.f", forged, await pluginToken()].map((t) => `fundament_auth=${t}`).join("; ");
+    const res = await server.check({ path: `${base}/api/v1/namespaces/team-a/pods`, headers: { authorization: `Bearer ${await userToken()}`, cookie, "x-request-id": requestId }, policy: "kube-api-proxy" });
+    expect(res).toMatchObject({ allowed: false, reason: "invalid-token" });
+    const denied = server.logs.filter((l) => l["msg"] === "denied" && l["request_id"] === requestId);
+    expect(denied).toEqual([expect.objectContaining({ reason: "invalid-token", plugin_audience_candidates: 2 })]);
+    expect(server.rawLog()).not.toContain(forged);
   });
 });
