@@ -74,7 +74,7 @@ export function createAuditedCheck(options: CheckerOptions): AuditedCheck {
     publishDecision(check.policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
     if (decision.kind === "allow" && decision.bound !== undefined) publishBoundedStream(decision.bound.kind);
     if (decision.kind === "deny" && logger.isLevelEnabled("debug")) {
-      logger.debug({ policy: check.policyName, reason: decision.reason, request_id: check.requestId }, "denied");
+      logger.debug({ policy: check.policyName, reason: decision.reason, request_id: check.requestId, ...decision.logged }, "denied");
     }
     return withResponseHeaders(toCheckResponse(decision, { bodyShape: check.bodyShape, retryAfterSeconds: options.retryAfterSeconds }), check.responseHeaders);
   }

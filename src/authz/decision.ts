@@ -42,6 +42,8 @@ export interface Deny {
   readonly headers?: Readonly<Record<string, string>>;
   /** The request's audit line, when it has one (a kube-api-proxy PluginToken request is audited on every outcome). */
   readonly audit?: AuditRecord;
+  /** Counts the denial's debug log line adds (never a token), e.g. `plugin_audience_candidates`. */
+  readonly logged?: Readonly<Record<string, number>>;
 }
 
 /**

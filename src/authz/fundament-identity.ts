@@ -8,6 +8,7 @@ import {
   type CarriedToken,
   carriedTokens,
   cookieCredentialAllowed,
+  credentialHeadersTooLarge,
   cookieToken,
   type CredentialLookup,
   type CredentialSource,
@@ -44,6 +45,7 @@ export async function identifyFundamentCaller(
   verifier: TokenVerifier,
   cookieOrigins: ReadonlySet<string> = NO_ORIGINS,
 ): Promise<Identified | Deny> {
+  if (credentialHeadersTooLarge(headers)) return deny("invalid-token", "credential headers too large");
   const bearer = accepted.bearer ? bearerToken(headers) : ABSENT;
   const websocket = accepted["websocket-protocol"] ? websocketBearerToken(headers) : ABSENT;
   if (bearer.kind === "invalid" || websocket.kind === "invalid") return deny("invalid-token", "the credential is malformed");
@@ -79,6 +81,14 @@ export interface CarriedPluginTokens {
   readonly plugin: CarriedPluginToken | undefined;
   /** More than MAX_CARRIED_TOKENS tokens: the request is to be refused, whatever `plugin` is. */
   readonly tooMany: boolean;
+  /** The carriers exceed MAX_CREDENTIAL_HEADERS_LENGTH: refused unread (`plugin` undefined, `tooMany` false). */
+  readonly tooLarge: boolean;
+  /**
+   * Tokens other than the one read whose unverified payload names the plugin audience. Past
+   * MAX_CARRIED_TOKENS only the first is verified: the count says in the decision's trace that a
+   * PluginToken may hide behind a forged one.
+   */
+  readonly pluginAudienceCandidates: number;
 }
 
 /**
@@ -88,30 +98,53 @@ export interface CarriedPluginTokens {
  * credential, the one the route accepts; the services behind and a probing plugin are not bound
  * by that choice, so a PluginToken anywhere else must be found too. Throws as verify() does.
  *
- * Up to MAX_CARRIED_TOKENS tokens, each is verified. Past it the request is refused, but a plugin
- * must not probe unaudited by stuffing tokens: exactly one is verified, the first whose unverified
- * payload names the plugin audience, never one per stuffed value. A forged candidate put before the
- * real one hides it from the audit line, and buys nothing: the refusal is the same, and logged.
+ * Carriers over MAX_CREDENTIAL_HEADERS_LENGTH together are refused before they are split. Up to
+ * MAX_CARRIED_TOKENS tokens, each is verified. Past it the request is refused, but a plugin must not
+ * probe unaudited by stuffing tokens: exactly one is verified, the first whose unverified payload
+ * names the plugin audience, never one per stuffed value. A forged candidate put before the real one
+ * hides it from the audit line, and buys nothing: the refusal is the same, and logged with the
+ * number of candidates.
  */
 export async function carriedPluginToken(
   headers: Readonly<Record<string, string>>,
   verifier: TokenVerifier,
   read?: Pick<Identified, "source" | "token">,
 ): Promise<CarriedPluginTokens> {
+  if (credentialHeadersTooLarge(headers)) return { plugin: undefined, tooMany: false, tooLarge: true, pluginAudienceCandidates: 0 };
   const others: CarriedToken[] = [];
   let candidate: CarriedToken | undefined;
+  let candidates = 0;
   let count = 0;
+  // Every value is looked at (bounded by the size cap): the candidates are counted, not parsed.
   for (const carried of carriedTokens(headers, FUNDAMENT_COOKIE)) {
     count += 1;
-    const isRead = carried.source === read?.source && carried.token === read.token;
-    if (!isRead && count <= MAX_CARRIED_TOKENS) others.push(carried);
-    if (!isRead && candidate === undefined && mentionsPluginAudience(carried.token)) candidate = carried;
-    if (count > MAX_CARRIED_TOKENS && candidate !== undefined) break;
+    if (carried.source === read?.source && carried.token === read.token) continue;
+    if (count <= MAX_CARRIED_TOKENS) others.push(carried);
+    if (mentionsPluginAudience(carried.token)) {
+      candidates += 1;
+      candidate ??= carried;
+    }
   }
   const tooMany = count > MAX_CARRIED_TOKENS;
+  const outcome = { tooMany, tooLarge: false, pluginAudienceCandidates: candidates };
   for (const { source, token } of tooMany ? (candidate === undefined ? [] : [candidate]) : others) {
     const verified = await verifier.verify(token);
-    if (verified.ok && verified.claims.type === "plugin") return { plugin: { source, claims: verified.claims }, tooMany };
+    if (verified.ok && verified.claims.type === "plugin") return { plugin: { source, claims: verified.claims }, ...outcome };
   }
-  return { plugin: undefined, tooMany };
+  return { plugin: undefined, ...outcome };
+}
+
+/**
+ * The refusal of more than MAX_CARRIED_TOKENS tokens. When none verified as a PluginToken, its log
+ * line counts the plugin-audience candidates: a PluginToken may hide behind a forged first one.
+ */
+export function tooManyCredentials(carried: CarriedPluginTokens): Deny {
+  const refused = deny("invalid-token", "too many credentials");
+  return carried.plugin === undefined ? { ...refused, logged: { plugin_audience_candidates: carried.pluginAudienceCandidates } } : refused;
+}
+
+/** The decision trace's step for the other carriers, when they matter: a PluginToken found, or too many tokens. */
+export function otherCarriersTrace(carried: CarriedPluginTokens): string {
+  if (!carried.tooMany) return `plugin token in ${carried.plugin?.source ?? "none"}`;
+  return carried.plugin === undefined ? `too many tokens; plugin_audience_candidates: ${carried.pluginAudienceCandidates}` : "too many tokens";
 }

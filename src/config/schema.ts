@@ -236,10 +236,14 @@ export const configSchema = z
             safetyNetTtlMs: periodMs()
               .default(60_000)
               .describe("the longest a review is kept while the cluster's RBAC watches are synced and caught up: a Role, RoleBinding, ClusterRole or ClusterRoleBinding change drops the reviews it can affect at once, this bounds what RBAC events cannot show (a missed event); only answers the RBAC authorizer decided are kept past the short TTLs (another authorizer's keep allowTtlMs/denyTtlMs)"),
+            extendRbacAllows: z
+              .boolean()
+              .default(true)
+              .describe("whether an allow the RBAC authorizer decided is kept up to safetyNetTtlMs; set false when an authorizer that can deny sits ahead of RBAC (--authorization-mode=Webhook,RBAC): a webhook that let a request through to RBAC and later denies it is seen by no RBAC event, so RBAC's allows keep allowTtlMs (its denials no authorizer explains are still kept)"),
             cacheMaxEntries: z.number().int().positive().default(50_000),
           })
           .strict()
-          .default({ timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, safetyNetTtlMs: 60_000, cacheMaxEntries: 50_000 }),
+          .default({ timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, safetyNetTtlMs: 60_000, extendRbacAllows: true, cacheMaxEntries: 50_000 }),
         tokenRequest: z
           .object({
             expirationSeconds: z.number().int().min(600).default(3600),
@@ -265,7 +269,7 @@ export const configSchema = z
       })
       .strict()
       .default({
-        sar: { timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, safetyNetTtlMs: 60_000, cacheMaxEntries: 50_000 },
+        sar: { timeoutMs: 300, allowTtlMs: 5_000, denyTtlMs: 2_000, safetyNetTtlMs: 60_000, extendRbacAllows: true, cacheMaxEntries: 50_000 },
         tokenRequest: { expirationSeconds: 3600, audiences: [], timeoutMs: 500, cacheMaxEntries: 20_000 },
         watch: { inactivityMs: 90_000, freshnessBoundMs: 10_000 },
       }),

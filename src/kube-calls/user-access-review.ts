@@ -37,6 +37,8 @@ export interface UserAccessReviewOptions {
     readonly feed: ChangeFeed;
     /** The longest an answer is kept while its cluster's feed proves it current (kube.sar.safetyNetTtlMs). */
     readonly safetyNetTtlMs: number;
+    /** Whether RBAC's allows are extended too (kube.sar.extendRbacAllows; true when absent); its empty-reason denials always are. */
+    readonly extendAllows?: boolean;
   };
 }
 
@@ -82,7 +84,11 @@ export class SubjectAccessReviews implements UserAccessReview, ReviewInvalidatio
         if (verdict === "denied" && !(await readiness.ready(context.clusterId))) {
           throw new DependencyUnavailable(SAR_DEPENDENCY, "denied by an API server that is not ready");
         }
-        return { value: verdict === "allowed", ttlMs: verdict === "allowed" ? options.allowTtlMs : options.denyTtlMs, feedCovers: decidedByRbac(review.status) };
+        const allowed = verdict === "allowed";
+        // An authorizer ahead of RBAC may let a request through to RBAC today and deny it tomorrow:
+        // where one can, RBAC's allows keep the short TTL.
+        const feedCovers = decidedByRbac(review.status) && (!allowed || options.rbac?.extendAllows !== false);
+        return { value: allowed, ttlMs: allowed ? options.allowTtlMs : options.denyTtlMs, feedCovers };
       },
     });
   }
@@ -139,8 +145,9 @@ const RBAC_ALLOW = /^RBAC: allowed by (ClusterRoleBinding|RoleBinding) "/;
  * RBAC-only chain's, is extended: were a silent webhook to grant it later, the user would wait up to
  * the safety net for it — a question of liveness, never of a wider allow. A denial with a reason
  * (another authorizer's, or RBAC's rule-resolution errors) or an explicit one keeps the short TTL.
- * Assumes no authorizer ahead of RBAC in the chain (a webhook put first) comes to deny what it let
- * through to RBAC: no review tells that apart.
+ * An authorizer ahead of RBAC in the chain (a webhook put first) that comes to deny what it let
+ * through to RBAC is not told apart by any review: kube.sar.extendRbacAllows false keeps RBAC's
+ * allows on the short TTL for such a chain (a denial's extension only delays an allow).
  */
 export function decidedByRbac(status: V1SubjectAccessReviewStatus | undefined): boolean {
   if (status?.allowed === true) return RBAC_ALLOW.test(status.reason ?? "");

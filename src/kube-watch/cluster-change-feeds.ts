@@ -86,8 +86,11 @@ const SERVICE_ACCOUNTS: FeedResource<KubernetesObject> = {
 interface Feeds {
   readonly rbac: ReadonlyArray<ChangeFeedWatch<KubernetesObject>>;
   readonly serviceAccounts: ChangeFeedWatch<KubernetesObject>;
-  /** What the credential lacks, once the API server has said. */
+  readonly cluster: Cluster;
+  /** What the credential lacks, once the API server has said; dropped for a source once it syncs. */
   missingGrants?: readonly string[];
+  /** The grants check: asked at add(), and again at a 403 when the API server did not answer it. */
+  grantsCheck: "asking" | "answered" | "unanswered";
 }
 
 export class ClusterChangeFeeds {
@@ -132,6 +135,8 @@ export class ClusterChangeFeeds {
       ...(connect === undefined ? {} : { connect }),
     });
     const feeds: Feeds = {
+      cluster,
+      grantsCheck: "asking",
       rbac: RBAC_KINDS.map((kind) => new ChangeFeedWatch(cluster, rbacResource(kind), rbacHandlers(cluster.id, kind, () => targets().reviews), watchOptions(RBAC_SOURCE))),
       serviceAccounts: new ChangeFeedWatch(cluster, SERVICE_ACCOUNTS, serviceAccountHandlers(cluster.id, () => targets().tokens), watchOptions(SERVICE_ACCOUNT_SOURCE)),
     };
@@ -151,8 +156,10 @@ export class ClusterChangeFeeds {
     try {
       missing = await (this.#options.missingGrants ?? ((c: Cluster) => missingFeedGrants(c, GRANTS_CHECK_TIMEOUT_MS)))(cluster);
     } catch {
-      return; // the API server did not answer: the feeds' own errors say so
+      feeds.grantsCheck = "unanswered"; // the feeds' own errors say so; a 403 among them asks again
+      return;
     }
+    feeds.grantsCheck = "answered";
     if (missing.length === 0 || this.#clusters.get(cluster.id) !== feeds) return;
     feeds.missingGrants = missing;
     this.#options.logger.warn({ cluster_id: cluster.id, missing }, "the cluster's credential lacks the change feeds' grants: its answers stay on the short TTLs");
@@ -180,6 +187,8 @@ export class ClusterChangeFeeds {
       const rbac = feeds.rbac.map((feed, i) => ({ plural: RBAC_KINDS[i]!.plural, ...feed.state() }));
       const proven = this.rbac.provenUntil(clusterId);
       const unsynced = rbac.find((s) => !s.synced);
+      const serviceAccounts = feeds.serviceAccounts.state();
+      this.#reviseGrants(feeds, unsynced === undefined, serviceAccounts.synced, [...rbac, serviceAccounts]);
       states.push({
         source: RBAC_SOURCE,
         scope: clusterId,
@@ -187,11 +196,25 @@ export class ClusterChangeFeeds {
         ...(proven === undefined ? {} : { lagSeconds: Math.max(0, this.#now() - proven) / 1_000 }),
         ...(unsynced === undefined ? {} : { detail: lacking(feeds, "rbac.authorization.k8s.io") ?? unsynced.detail ?? `${unsynced.plural}: not synced` }),
       });
-      const serviceAccounts = feeds.serviceAccounts.state();
       const detail = serviceAccounts.synced ? undefined : lacking(feeds, "serviceaccounts");
       states.push({ source: SERVICE_ACCOUNT_SOURCE, scope: clusterId, ...serviceAccounts, ...(detail === undefined ? {} : { detail }) });
     }
     return states;
+  }
+
+  /**
+   * What the feeds' states say of the grants: a source that synced holds them now (granted since the
+   * check), so they are no longer named; a 403 after a check the API server did not answer asks again.
+   */
+  #reviseGrants(feeds: Feeds, rbacSynced: boolean, serviceAccountsSynced: boolean, states: ReadonlyArray<{ detail?: string }>): void {
+    if (feeds.missingGrants !== undefined && (rbacSynced || serviceAccountsSynced)) {
+      const stillLacking = feeds.missingGrants.filter((g) => !(rbacSynced && g.includes("rbac.authorization.k8s.io")) && !(serviceAccountsSynced && g.includes("serviceaccounts")));
+      feeds.missingGrants = stillLacking.length === 0 ? undefined : stillLacking;
+    }
+    if (feeds.grantsCheck === "unanswered" && states.some((s) => s.detail?.startsWith("forbidden:") === true)) {
+      feeds.grantsCheck = "asking";
+      void this.#checkGrants(feeds.cluster, feeds);
+    }
   }
 }
 

@@ -34,6 +34,9 @@ import { ConfigReloader, type ReloadOutcome } from "./reload.ts";
 import { startTracing } from "../tracing/setup.ts";
 import { type TracedCheck, tracedChecks } from "../tracing/spans.ts";
 
+/** The largest message the ext_authz port accepts; a larger one is refused RESOURCE_EXHAUSTED, unread. */
+export const MAX_CHECK_MESSAGE_BYTES = 1024 * 1024;
+
 export interface ServerOptions {
   readonly config: Config;
   /** What the policies read. */
@@ -79,7 +82,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const metrics = createMetrics({ indexSizes: runtime.indexSizes, fleet: runtime.fleet, changeFeeds: liveChangeFeeds });
 
   const checks: CheckActivity = { inFlight: 0, started: 0 };
-  const grpcServer = withCallMetrics(new grpc.Server());
+  // A CheckRequest is headers only (no shipped Envoy config sends the body: with_request_body), which
+  // Envoy caps at 60 KiB by default; grpc-js would take 4 MiB. CDS requests are smaller still.
+  const grpcServer = withCallMetrics(new grpc.Server({ "grpc.max_receive_message_length": MAX_CHECK_MESSAGE_BYTES }));
   grpcServer.addService(checkService(), { Check: checkHandler(check, checks) });
   grpcServer.addService(healthService(), health.handlers());
   // On the ext_authz port: Envoy's cds_config uses the connection it already has to portcullis (deploy/cluster-discovery.ts).

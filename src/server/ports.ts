@@ -84,7 +84,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
     allowTtlMs: config.kube.sar.allowTtlMs,
     denyTtlMs: config.kube.sar.denyTtlMs,
     maxEntries: config.kube.sar.cacheMaxEntries,
-    rbac: { feed: changeFeeds.rbac, safetyNetTtlMs: config.kube.sar.safetyNetTtlMs },
+    rbac: { feed: changeFeeds.rbac, safetyNetTtlMs: config.kube.sar.safetyNetTtlMs, extendAllows: config.kube.sar.extendRbacAllows },
   });
   const serviceAccountTokens = new TokenRequests(clusters, {
     expirationSeconds: config.kube.tokenRequest.expirationSeconds,

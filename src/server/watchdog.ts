@@ -32,14 +32,15 @@ export interface WatchdogOptions {
  * `read` ends with a status above 128 on a timeout and 1 at the end of input (portcullis is gone).
  *
  * It ignores the signals a process group gets to stop or reload (a container runtime's or a
- * supervisor's SIGTERM, a terminal's SIGINT, SIGQUIT or SIGHUP): they are portcullis's to act on.
+ * supervisor's SIGTERM, a terminal's SIGINT, SIGQUIT or SIGHUP), and SIGPIPE, which Node ignores:
+ * they are portcullis's to act on.
  * Ended by them, it went unexpectedly and loudly at every clean shutdown, and a SIGHUP reload of the
  * group left portcullis serving unwatched; kept, it watches the shutdown too, and still ends with
  * portcullis's end of input. Its end is then never expected while portcullis lives: always an error.
  */
 export const WATCHDOG_SCRIPT = String.raw`
 LC_ALL=C
-trap '' TERM INT QUIT HUP
+trap '' TERM INT QUIT HUP PIPE
 pid=$1 timeout_ms=$2 wait_ms=$3
 wait_s=$(printf '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000)))
 missed=0

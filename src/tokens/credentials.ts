@@ -118,6 +118,19 @@ export interface CarriedToken {
 }
 
 /**
+ * The most Authorization, Cookie and Sec-WebSocket-Protocol may hold together, in characters (at
+ * most their bytes). Above Envoy's default header limit (60 KiB, max_request_headers_kb), so nothing
+ * Envoy forwards by default is refused; a larger request is refused before any of them is split.
+ */
+export const MAX_CREDENTIAL_HEADERS_LENGTH = 64 * 1024;
+
+/** Whether the credential carriers together exceed MAX_CREDENTIAL_HEADERS_LENGTH. */
+export function credentialHeadersTooLarge(headers: Readonly<Record<string, string>>): boolean {
+  const length = (headers["authorization"]?.length ?? 0) + (headers["cookie"]?.length ?? 0) + (headers["sec-websocket-protocol"]?.length ?? 0);
+  return length > MAX_CREDENTIAL_HEADERS_LENGTH;
+}
+
+/**
  * Every token the request carries wherever a Fundament service or a Kubernetes client library
  * could read one, whether or not the route reads it as its credential: each compact JWS in
  * Authorization (any scheme, any spelling, merged values too), each value of the named cookie

@@ -497,10 +497,10 @@ const oversized: Case[] = [
   { name: "control: 5,000 junk headers around a valid token", expect: "allow", headers: { ...manyHeaders(5_000), ...bearer(P), "x-fundament-user-id": "admin" } },
   { name: "20,000 junk headers, no token", expect: "missing-token", headers: manyHeaders(20_000) },
   { name: "a 1 MB junk header value with a valid token", expect: "allow", headers: { ...bearer(P), "x-junk": "v".repeat(1_000_000) } },
-  { name: "a 3 MB cookie holding the token twice", expect: "invalid-token", headers: { cookie: `fundament_auth=${U}; ${"a=b; ".repeat(500_000)}fundament_auth=${U}`, ...SAME_ORIGIN } },
-  { name: "4,000 raw Authorization entries", expect: "invalid-token", raw: rawHeaders(Array.from({ length: 4_000 }, () => ["authorization", `Bearer ${P}`] as [string, string])) },
-  { name: "a 1.5 MB path", expect: "user-sar-denied", path: `${C}/api/v1/namespaces/${"a/".repeat(750_000)}` },
-  { name: "a CheckRequest over gRPC's 4 MB limit (Envoy fails closed on the error)", expect: "grpc-error", headers: { ...bearer(P), "x-junk": "v".repeat(5_000_000) } },
+  { name: "a 900 KB cookie holding the token twice", expect: "invalid-token", headers: { cookie: `fundament_auth=${U}; ${"a=b; ".repeat(180_000)}fundament_auth=${U}`, ...SAME_ORIGIN } },
+  { name: "1,000 raw Authorization entries", expect: "invalid-token", raw: rawHeaders(Array.from({ length: 1_000 }, () => ["authorization", `Bearer ${P}`] as [string, string])) },
+  { name: "a 400 KB path", expect: "user-sar-denied", path: `${C}/api/v1/namespaces/${"a/".repeat(200_000)}` },
+  { name: "a CheckRequest over the ext_authz port's 1 MiB limit (Envoy fails closed on the error)", expect: "grpc-error", headers: { ...bearer(P), "x-junk": "v".repeat(1_100_000) } },
   { name: "a 60 KB header name", expect: "allow", headers: { ...bearer(P), ["x-" + "n".repeat(60_000)]: "v" } },
 ];
 

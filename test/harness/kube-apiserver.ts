@@ -14,6 +14,8 @@ export interface KubeApiserverOptions {
   extraArgs?: string[];
   /** Extra etcd flags, e.g. `--experimental-watch-progress-notify-interval=1s`. */
   etcdArgs?: string[];
+  /** The authorizer chain (`--authorization-mode`), "RBAC" by default; a repeated flag would append to it. */
+  authorizationMode?: string;
 }
 
 export interface KubeApiserver {
@@ -73,7 +75,7 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
       // No serving cert given: kube-apiserver self-signs one (with its own
       // CA) for localhost/127.0.0.1 and writes both into apiserver.crt.
       `--cert-dir=${certDir}`,
-      "--authorization-mode=RBAC",
+      `--authorization-mode=${opts.authorizationMode ?? "RBAC"}`,
       `--token-auth-file=${join(dir, "tokens.csv")}`,
       // Issuer = the server itself, so its OIDC discovery/JWKS endpoints are
       // reachable at the issuer URL.

@@ -160,3 +160,57 @@ describe("portcullis validate-config (without --file-only)", () => {
     expect(await cli(["validate-config", path], env)).toEqual({ code: 0, stdout: `${path}: ok\n`, stderr: "" });
   });
 });
+
+describe("the grants named, as they change", () => {
+  const NO_TARGETS = () => ({ reviews: { invalidateNamespace() {}, invalidateCluster() {} }, tokens: { invalidateServiceAccount() {} } });
+  const WARNING = "the cluster's credential lacks the change feeds' grants: its answers stay on the short TTLs";
+
+  it("asks again at the first 403 when the API server did not answer the check at add()", { timeout: 30_000 }, async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const clusters = await Clusters.load([{ id: CLUSTER_ID, kubeconfig: kubeconfigs.old }]);
+    let asked = 0;
+    const missingGrants = async (cluster: Parameters<typeof missingFeedGrants>[0]) => {
+      asked += 1;
+      if (asked === 1) throw new Error("the API server did not answer");
+      return missingFeedGrants(cluster, 5_000);
+    };
+    const feeds = new ClusterChangeFeeds({ logger, targets: NO_TARGETS, missingGrants, initialBackoffMs: 50, maxBackoffMs: 200 });
+    try {
+      feeds.add(clusters.get(CLUSTER_ID)!);
+      // describe() is what readiness and the metrics read: it sees the feeds' 403s.
+      await until(() => (feeds.describe(), lines.some((l) => l["msg"] === WARNING)), 10_000, "the warning after a 403");
+      expect(asked).toBe(2);
+      expect(lines.filter((l) => l["msg"] === WARNING)).toEqual([expect.objectContaining({ cluster_id: CLUSTER_ID, missing: MISSING })]);
+      expect(feeds.describe()[0]!.detail).toMatch(/^the credential lacks list roles/);
+    } finally {
+      await feeds.stop();
+      await clusters.close();
+    }
+  });
+
+  // Last in the file: it stops the API server for a while.
+  it("no longer names grants given since, once the feeds synced", { timeout: 60_000 }, async () => {
+    const name = "portcullis-granted-later";
+    const clusters = await Clusters.load([{ id: CLUSTER_ID, kubeconfig: await credential(name, OLD_RULES) }]);
+    const feeds = new ClusterChangeFeeds({ logger: pino({ level: "silent" }), targets: NO_TARGETS, initialBackoffMs: 50, maxBackoffMs: 200 });
+    try {
+      feeds.add(clusters.get(CLUSTER_ID)!);
+      await until(() => /the credential lacks/.test(feeds.describe()[0]!.detail ?? ""), 10_000, "the grants named");
+      await apply("POST", `${RBAC}/clusterrolebindings`, {
+        metadata: { name: `${name}-feeds` },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "portcullis-shipped" },
+        subjects: [{ kind: "ServiceAccount", name, namespace: "fundament-system" }],
+      });
+      await until(() => feeds.describe().every((s) => s.synced), 20_000, "the feeds synced");
+      // An unsynced spell that has nothing to do with grants: the API server is down.
+      await api.kill();
+      await until(() => feeds.describe().every((s) => !s.synced), 20_000, "the feeds unsynced");
+      for (const state of feeds.describe()) expect(state.detail ?? "").not.toMatch(/lacks/);
+    } finally {
+      await feeds.stop();
+      await clusters.close();
+      if (api.process().exitStatus() !== undefined) await api.start();
+    }
+  });
+});

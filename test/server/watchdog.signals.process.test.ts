@@ -63,3 +63,12 @@ it("SIGHUP to the process group: the configuration reloads and the watchdog stil
   expect(errors(portcullis)).toEqual([]);
   expect(await healthStatus(portcullis.addresses.grpc)).toBe("SERVING");
 });
+
+it("SIGPIPE to the process group: Node ignores it, and so does the watchdog", { timeout: 60_000 }, async () => {
+  const { portcullis, watchdog } = await serving("group-SIGPIPE");
+  process.kill(-portcullis.child.pid!, "SIGPIPE");
+  await new Promise((r) => setTimeout(r, 500));
+  expect(alive(watchdog), "the watchdog after SIGPIPE").toBe(true);
+  expect(errors(portcullis)).toEqual([]);
+  expect(await healthStatus(portcullis.addresses.grpc)).toBe("SERVING");
+});

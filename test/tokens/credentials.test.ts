@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import {
   bearerToken,
   carriedTokens,
+  credentialHeadersTooLarge,
   cookieCredentialAllowed,
   cookieToken,
   holdsTokenOf,
@@ -167,5 +168,20 @@ describe("holdsTokenOf: a token the issuer minted, or one for its audiences, rea
     { name: "an issuer that only starts alike", value: `Bearer ${jws({ iss: `${ISSUER}/` })}`, holds: false },
   ])("$name → $holds", ({ value, holds }) => {
     expect(holdsTokenOf(value, ISSUER, AUDIENCES)).toBe(holds);
+  });
+});
+
+describe("credentialHeadersTooLarge: Authorization, Cookie and Sec-WebSocket-Protocol together", () => {
+  const KIB = 1024;
+  it.each<{ name: string; headers: Record<string, string>; tooLarge: boolean }>([
+    { name: "nothing", headers: {}, tooLarge: false },
+    // Envoy's default max_request_headers_kb: the whole header map, so these never exceed it.
+    { name: "60 KiB in one cookie (Envoy's default limit)", headers: { cookie: "a".repeat(60 * KIB) }, tooLarge: false },
+    { name: "exactly 64 KiB across the three", headers: { authorization: "a".repeat(16 * KIB), cookie: "c".repeat(32 * KIB), "sec-websocket-protocol": "p".repeat(16 * KIB) }, tooLarge: false },
+    { name: "one character more", headers: { authorization: "a".repeat(16 * KIB), cookie: "c".repeat(32 * KIB + 1), "sec-websocket-protocol": "p".repeat(16 * KIB) }, tooLarge: true },
+    { name: "a 3 MB cookie full of tokens", headers: { cookie: "fundament_auth=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnYQ; ".repeat(50_000) }, tooLarge: true },
+    { name: "other headers do not count", headers: { "x-padding": "x".repeat(100 * KIB), cookie: "a=b" }, tooLarge: false },
+  ])("$name", ({ headers, tooLarge }) => {
+    expect(credentialHeadersTooLarge(headers)).toBe(tooLarge);
   });
 });

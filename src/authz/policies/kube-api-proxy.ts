@@ -17,7 +17,7 @@
  */
 import type { AuditTrail } from "../audit-trail.ts";
 import { allow, type Decision, deny, type Deny } from "../decision.ts";
-import { carriedPluginToken, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
+import { carriedPluginToken, otherCarriersTrace, tooManyCredentials, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
 import { askedOf, type KubeRequest, readKubeRequest, reviewAttributes } from "../kube-request.ts";
 import type {
@@ -124,9 +124,10 @@ async function otherCarriers(request: HttpRequest, identity: Identified | Deny, 
   const read = identity.kind === "deny" ? undefined : identity;
   const carried = await carriedPluginToken(request.headers, deps.tokens, read);
   // Traced only when they matter: nearly every request carries one credential.
-  if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", carried.tooMany ? "too many tokens" : `plugin token in ${carried.plugin!.source}`);
+  if (carried.tooLarge) return deny("invalid-token", "credential headers too large");
+  if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", otherCarriersTrace(carried));
   if (carried.plugin !== undefined && trail.pluginToken === undefined) auditPluginToken(trail, carried.plugin.claims, deps);
-  if (carried.tooMany) return deny("invalid-token", "too many credentials");
+  if (carried.tooMany) return tooManyCredentials(carried);
   if (carried.plugin === undefined) return undefined;
   return carried.plugin.source === "cookie" || identity.kind !== "deny" ? deny("wrong-audience", "the token is not accepted here") : identity;
 }

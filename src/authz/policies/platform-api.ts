@@ -21,7 +21,7 @@
  */
 import type { AuditTrail } from "../audit-trail.ts";
 import { allow, deny, type Decision } from "../decision.ts";
-import { carriedPluginToken, FUNDAMENT_COOKIE, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
+import { carriedPluginToken, otherCarriersTrace, tooManyCredentials, FUNDAMENT_COOKIE, identifyFundamentCaller, type AcceptedCredentials, type Identified } from "../fundament-identity.ts";
 import type { Policy } from "../policy.ts";
 import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
@@ -92,9 +92,10 @@ async function otherCarriers(
 ): Promise<Decision | undefined> {
   const carried = await carriedPluginToken(request.headers, deps.tokens, read);
   // Traced only when they matter: nearly every request carries one credential.
-  if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", carried.tooMany ? "too many tokens" : `plugin token in ${carried.plugin!.source}`);
+  if (carried.tooLarge) return deny("invalid-token", "credential headers too large");
+  if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", otherCarriersTrace(carried));
   if (carried.plugin !== undefined) return replayRefused(request, service, carried.plugin.source, carried.plugin.claims, trail);
-  return carried.tooMany ? deny("invalid-token", "too many credentials") : undefined;
+  return carried.tooMany ? tooManyCredentials(carried) : undefined;
 }
 
 /** The service gets the verified UserToken and no other Fundament credential, and the verified identity. */

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeWorld } from "../../support/fakes.ts";
 import { type JwksServer, startJwksServer } from "../../support/jwks-server.ts";
 import { startTestServer, testConfig, type TestServer } from "../../support/server.ts";
-import { ids, pluginClaims, pluginToken } from "../../support/tokens.ts";
+import { ids, pluginClaims, pluginToken, sign, userToken } from "../../support/tokens.ts";
 
 const base = `/clusters/${ids.cluster}`;
 
@@ -74,8 +74,10 @@ describe("kube-api-proxy audits a PluginToken request when reading another carri
 
 describe("kube-api-proxy audits a PluginToken among more tokens than a request may carry", () => {
   let server: TestServer;
+  let otherUserToken: string;
   beforeAll(async () => {
     server = await startTestServer(new FakeWorld());
+    otherUserToken = await userToken();
   });
   afterAll(async () => server.stop());
 
@@ -86,7 +88,13 @@ describe("kube-api-proxy audits a PluginToken among more tokens than a request m
   it.each<{ name: string; path: string; headers: (plugin: string) => Record<string, string>; reason: string }>([
     { name: "in Authorization, merged with four others", path: `${base}/api/v1/namespaces/team-a/pods`, headers: (p) => ({ authorization: [...stuffing, p].map((t) => `Bearer ${t}`).join(", ") }), reason: "invalid-token" },
     { name: "in the cookie, beside four others", path: `${base}/api/v1/namespaces/team-a/pods`, headers: (p) => ({ cookie: cookies([...stuffing, p]), origin: "https://console.example" }), reason: "invalid-token" },
-    { name: "in Authorization, four cookies beside it", path: `${base}/api/v1/namespaces/team-a/pods`, headers: (p) => ({ authorization: `Bearer ${p}`, cookie: cookies(stuffing) }), reason: "invalid-token" },
+    // The PluginToken is not the credential read here (a UserToken in Authorization is): only the stuffing hides it.
+    {
+      name: "in the WebSocket bearer subprotocol, a UserToken in Authorization and three cookies beside it",
+      path: `${base}/api/v1/namespaces/team-a/pods`,
+      headers: (p) => ({ authorization: `Bearer ${otherUserToken}`, "sec-websocket-protocol": `base64url.bearer.authorization.k8s.io.${Buffer.from(p).toString("base64url")}`, cookie: cookies(stuffing.slice(1)) }),
+      reason: "invalid-token",
+    },
     { name: "on a path whose cluster cannot be read", path: "/clusters/not-a-uuid/api/v1/pods", headers: (p) => ({ authorization: `Bearer ${p}`, cookie: cookies(stuffing) }), reason: "bad-request" },
   ])("$name: refused, and its one audit line", async ({ path, headers, reason }) => {
     const requestId = `req-stuffed-${randomUUID()}`;
@@ -95,5 +103,24 @@ describe("kube-api-proxy audits a PluginToken among more tokens than a request m
     const lines = await auditLines(server, requestId);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ user: ids.user, cluster_id: ids.cluster, installation_id: ids.installation, decision: `denied:${reason}` });
+  });
+});
+
+describe("kube-api-proxy's log line of a stuffed request with no PluginToken verified", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer(new FakeWorld());
+  });
+  afterAll(async () => server.stop());
+
+  it("counts the plugin-audience candidates, of which only the first (forged) was verified", async () => {
+    const requestId = `req-candidates-${randomUUID()}`;
+    const forged = await sign(pluginClaims(), { secret: "another-secret-that-is-long-enough-for-hs256-0123" });
+    const cookie = ["a.b.c", "d.e.f", forged, await pluginToken()].map((t) => `fundament_auth=${t}`).join("; ");
+    const res = await server.check({ path: `${base}/api/v1/namespaces/team-a/pods`, headers: { authorization: `Bearer ${await userToken()}`, cookie, "x-request-id": requestId }, policy: "kube-api-proxy" });
+    expect(res).toMatchObject({ allowed: false, reason: "invalid-token" });
+    const denied = server.logs.filter((l) => l["msg"] === "denied" && l["request_id"] === requestId);
+    expect(denied).toEqual([expect.objectContaining({ reason: "invalid-token", plugin_audience_candidates: 2 })]);
+    expect(server.rawLog()).not.toContain(forged);
   });
 });
