@@ -3,7 +3,8 @@
  * ClusterRoleBindings) and ServiceAccounts (`kube-serviceaccounts`), each a ChangeFeedWatch, added
  * and removed with the cluster. `rbac` is the ChangeFeed SubjectAccessReviews serves past its short
  * TTLs by: a cluster is proven up to the least of its four RBAC watches' proofs, and not at all
- * while any of them has not listed. A feed that cannot list or watch (a 403 because the credential
+ * while any of them has not listed; `serviceAccounts` is the one TokenRequests keeps tokens past
+ * their short TTL by. A feed that cannot list or watch (a 403 because the credential
  * lacks the permission, an API server down) only keeps its cluster on the short TTLs: it is logged
  * once, shown by describe(), retried with backoff, and never fails the process or its readiness.
  * Grants the credential lacks are asked of the API server when a cluster is added, and named.
@@ -110,6 +111,11 @@ export class ClusterChangeFeeds {
       }
       return least;
     },
+  };
+
+  /** The ServiceAccount proof per cluster id, for TokenRequests' CachedLookup. */
+  readonly serviceAccounts: ChangeFeed = {
+    provenUntil: (clusterId) => this.#clusters.get(clusterId)?.serviceAccounts.provenUntil(),
   };
 
   constructor(options: ClusterChangeFeedsOptions) {
