@@ -71,6 +71,7 @@ export const DEPENDENCIES = [
   "kube-tokenrequest",
   "kube-readyz",
   "kube-selfsubjectrulesreview",
+  "kube-selfsubjectaccessreview",
   "oidc-provider",
   "authn-api-jwks",
 ] as const;
