@@ -225,6 +225,8 @@ export function createMetrics(sources: MetricSources): Registry {
     registers: [registry],
     aggregator: "max",
     collect() {
+      // A removed cluster's index leaves no series frozen at its last, small, lag.
+      this.reset();
       for (const i of indexSizes()) if (i.provenLagSeconds !== undefined) this.set({ index: i.index, cluster_id: i.clusterId }, i.provenLagSeconds);
     },
   });
