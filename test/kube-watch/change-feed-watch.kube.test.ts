@@ -317,7 +317,8 @@ describe("a stalled API server", () => {
     expect(performance.now() - proven).toBeGreaterThan(4_000);
     const rbac = feeds.describe().find((s) => s.source === "kube-rbac")!;
     expect(rbac.synced).toBe(false);
-    expect(rbac.detail).toMatch(/stalled/);
+    // The watch stalled; or, once given up, the next cycle's quorum read to the stalled server timed out.
+    expect(rbac.detail).toMatch(/stalled|list \w+ failed: TimeoutError/);
     // The answer, past its own TTL, is no longer served: it is asked again of the stalled server, and that fails closed.
     await expect(reviews.allowed("c", USER, asked)).rejects.toThrow();
     // So is the token: a ServiceAccount deleted meanwhile would otherwise have it served until its refresh.
