@@ -3,14 +3,13 @@
  * steady load and the changes of test/e2e/freshness.test.ts (test/e2e/freshness-world.ts), with
  * ≥ 20 repetitions per change, printed as one Markdown table per replica — change | p50 | p99 | max,
  * and what bounds each row — with the event sources live and with them cut. Not a test: it asserts
- * nothing, and takes ~15 minutes (the cut rows bounded by a watch's silence probe take ~70 s each).
+ * nothing, and takes ~15 minutes.
  *
- *   npx node bench/freshness.ts [--repetitions 20] [--slow-repetitions 1] [--only id,id] [--modes live,cut] [--out FILE.md]
+ *   npx node bench/freshness.ts [--repetitions 20] [--only id,id] [--modes live,cut] [--out FILE.md]
  *
- * `--slow-repetitions`: the cut rows that have no short TTL or freshness bound to fall back to (a
- * hung ServiceAccount watch), which may take minutes; one that recovered within seconds in all of
- * them is measured with `--repetitions` after all. A hung PluginInstallation or Revocation watch
- * closes the plugin path within kube.watch.freshnessBoundMs (issue 52): measured with `--repetitions`.
+ * With the sources cut every row has a short TTL (the ServiceAccount rows: the token's unproven TTL)
+ * or kube.watch.freshnessBoundMs (a hung PluginInstallation or Revocation watch: issue 52) to fall
+ * back to, so each is measured against its cap.
  */
 import { writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
@@ -30,14 +29,12 @@ import {
 const { values: args } = parseArgs({
   options: {
     repetitions: { type: "string", default: "20" },
-    "slow-repetitions": { type: "string", default: "1" },
     only: { type: "string" },
     modes: { type: "string", default: "live,cut" },
     out: { type: "string" },
   },
 });
 const repetitions = Number(args.repetitions);
-const slowRepetitions = Number(args["slow-repetitions"]);
 const only = args.only?.split(",");
 const changes = CHANGES.filter((c) => only === undefined || only.includes(c.id));
 
@@ -45,8 +42,6 @@ const changes = CHANGES.filter((c) => only === undefined || only.includes(c.id))
 const LIVE_CAP_MS = 10_000;
 /** Cut, rows with a short TTL to fall back to: today's allow TTL and 3 s. */
 const CUT_CAP_MS = DEFAULT_ALLOW_TTL_MS + 3_000;
-/** Cut, rows bounded by a watch's silence probe (70 s by default) or a token's refresh (~48 min). */
-const SLOW_CUT_CAP_MS = 100_000;
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");
 const progress = (change: Change, i: number, r: Repetition) =>
@@ -59,17 +54,9 @@ async function run(world: FreshnessWorld, mode: "live" | "cut"): Promise<{ rows:
   const rows: Row[] = [];
   const caps = new Map<Row, number>();
   for (const change of changes) {
-    const slow = mode === "cut" && !change.cutWithinTtl && change.cutBoundMs === undefined;
-    let capMs = mode === "live" ? LIVE_CAP_MS : slow ? SLOW_CUT_CAP_MS : change.cutBoundMs !== undefined ? change.cutBoundMs + 3_000 : CUT_CAP_MS;
+    const capMs = mode === "live" ? LIVE_CAP_MS : change.cutBoundMs !== undefined ? change.cutBoundMs + 3_000 : CUT_CAP_MS;
     process.stderr.write(`${mode}: ${change.label} (load average ${load()})\n`);
-    const options = { cut: mode === "cut", capMs, steadyCapMs: 40_000, onRepetition: progress };
-    const measured = await measureChange(world, change, slow ? Math.min(slowRepetitions, repetitions) : repetitions, options);
-    // A row that may take minutes with the sources cut, but recovered within seconds: measured in full.
-    const recovered = measured.length > 0 && measured.every((r) => r.notSteady === undefined && r.ms.every((ms) => ms !== undefined && ms < CUT_CAP_MS));
-    if (slow && recovered && measured.length < repetitions) {
-      capMs = CUT_CAP_MS;
-      measured.push(...(await measureChange(world, change, repetitions - measured.length, { ...options, capMs })));
-    }
+    const measured = await measureChange(world, change, repetitions, { cut: mode === "cut", capMs, steadyCapMs: 40_000, onRepetition: progress });
     const row = { change, repetitions: measured };
     rows.push(row);
     caps.set(row, capMs);
@@ -88,7 +75,7 @@ try {
   const tables = (mode: "live" | "cut", result: { rows: Row[]; caps: Map<Row, number> }) =>
     [0, 1].map((replica) => `replica ${replica + 1}:\n\n${markdownTable(result.rows, replica, mode, (row) => result.caps.get(row)!)}`).join("\n\n");
   report = [
-    `Measured ${started.toISOString()} by \`npx node bench/freshness.ts\` (${repetitions} repetitions per change, ${slowRepetitions} for the cut rows bounded by minutes), ${cpus().length} cores; load average (1, 5, 15 min) ${loadBefore} before, ${load()} after.`,
+    `Measured ${started.toISOString()} by \`npx node bench/freshness.ts\` (${repetitions} repetitions per change), ${cpus().length} cores; load average (1, 5, 15 min) ${loadBefore} before, ${load()} after.`,
     `### Event sources live (short TTLs at 30 s: only an event explains a refusal within them)\n\n${tables("live", live)}`,
     `### Event sources cut (every watch open hung, OpenFGA's changes endpoint 500; today's TTLs: allow 5 s, deny 2 s)\n\n${tables("cut", cut)}`,
   ].join("\n\n");

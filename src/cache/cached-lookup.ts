@@ -26,6 +26,8 @@ export interface CachedAnswer<V> {
   readonly ttlMs?: number;
   /** false: something the feed does not report decided it, so no proof of the feed's extends it past `ttlMs`. */
   readonly feedCovers?: boolean;
+  /** The longest it is kept while the feed proves it, when shorter than the lookup's safety net (a token's refresh time). */
+  readonly safetyNetTtlMs?: number;
 }
 
 /**
@@ -141,7 +143,7 @@ export class CachedLookup<V extends {}, C, S = undefined> {
           throw new DependencyUnavailable(dependency, `${source.name} replaced or removed while asking`);
         }
         const ttlMs = answer.ttlMs ?? options.ttlMs;
-        const keptMs = freshness === undefined || answer.feedCovers === false ? ttlMs : Math.max(ttlMs, freshness.safetyNetTtlMs);
+        const keptMs = freshness === undefined || answer.feedCovers === false ? ttlMs : Math.max(ttlMs, Math.min(freshness.safetyNetTtlMs, answer.safetyNetTtlMs ?? freshness.safetyNetTtlMs));
         // Aged from when it was asked, as its TTL is (lru-cache reads a start of 0 as "no TTL").
         (entry as { start?: number }).start = askedAt === 0 ? Number.MIN_VALUE : askedAt;
         // lru-cache reads a TTL of 0 as "forever": an answer that may not be kept is never served again, and leaves soon.

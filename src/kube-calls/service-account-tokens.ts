@@ -6,7 +6,9 @@
  * (new installation, new ServiceAccount, same names) the old entry would be a token the API server
  * rejects with 401 until it expired. The ServiceAccount change feed (service-account-changes.ts)
  * drops an account's tokens, and a cached "no such ServiceAccount", as soon as it is deleted or
- * re-created; the TTL stays what it is.
+ * re-created. A token is kept past UNPROVEN_TOKEN_TTL_MS, up to its refresh time, only while that
+ * feed proves its cluster's accounts within that TTL (issue 45's contract, cached-lookup.ts): with
+ * the feed hung or failing, a deleted account's token is not served longer than without events.
  */
 import { CoreV1Api } from "#kubernetes-client";
 import { type Cluster, type Clusters, perCluster } from "../kube-fleet/clusters.ts";
@@ -14,6 +16,7 @@ import { DependencyUnavailable } from "../dependencies/unavailable.ts";
 import { withDeadline } from "../dependencies/deadline.ts";
 import type { MintedToken, ServiceAccountTokens } from "../ports/policy-ports.ts";
 import { CachedLookup } from "../cache/cached-lookup.ts";
+import type { ChangeFeed } from "../cache/freshness.ts";
 import { KeyTags } from "../cache/key-tags.ts";
 import { safeHeaderValue } from "../headers/mutations.ts";
 import { SERVICE_ACCOUNT_SOURCE, type ServiceAccountCause, type TokenInvalidation } from "../kube-watch/service-account-changes.ts";
@@ -30,6 +33,9 @@ export interface ServiceAccountTokenOptions {
   readonly audiences: readonly string[];
   readonly timeoutMs: number;
   readonly maxEntries: number;
+  /** The ServiceAccount change feed (ClusterChangeFeeds.serviceAccounts); absent: tokens are kept UNPROVEN_TOKEN_TTL_MS only. */
+  readonly serviceAccountFeed?: ChangeFeed;
+  /** The cache's clock, the feed's (performance.now(); tests move it). */
   readonly now?: () => number;
 }
 
@@ -45,6 +51,12 @@ interface Target {
 /** A cached "no such ServiceAccount" is a short-lived answer, not an error. */
 const MISSING: MintedToken = Object.freeze({ token: "" as MintedToken["token"], envoyCluster: "" });
 const MISSING_TTL_MS = 2_000;
+/**
+ * How long a token is served while the ServiceAccount feed does not prove its cluster (a hung or
+ * failing watch): an account deleted meanwhile has its token minted again within this, as the
+ * SubjectAccessReview allow TTL bounds a deleted RoleBinding.
+ */
+export const UNPROVEN_TOKEN_TTL_MS = 5_000;
 
 export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
   readonly #cache: CachedLookup<MintedToken, Target, Cluster>;
@@ -53,19 +65,22 @@ export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
 
   constructor(clusters: Clusters, options: ServiceAccountTokenOptions) {
     this.#clusterTags = new KeyTags(options.maxEntries);
-    const now = options.now ?? Date.now;
     // Looked up per request: the registry adds, replaces and removes clusters while this runs.
     const apiOf = perCluster((c) => c.kubeConfig.makeApiClient(CoreV1Api));
     this.#cache = new CachedLookup({
       ...TOKEN_REQUEST_CACHE,
       maxEntries: options.maxEntries,
       ttlMs: MISSING_TTL_MS,
-      now,
+      ...(options.now === undefined ? {} : { now: options.now }),
+      ...(options.serviceAccountFeed === undefined
+        ? {}
+        : { freshness: { feed: options.serviceAccountFeed, scopeOf: (context: Target) => context.clusterId, safetyNetTtlMs: options.expirationSeconds * 1_000 * REFRESH_AT } }),
       // Asked of a server the cluster no longer is (re-pointed or removed meanwhile): never cached,
       // not even as missing (a 404 from a replaced server says nothing of the new one).
       source: { name: "cluster", current: (context: Target) => clusters.get(context.clusterId) },
       ask: async (context: Target, cluster: Cluster) => {
-        const requested = now();
+        // On the wall clock, as the token's expirationTimestamp is.
+        const requested = Date.now();
         // Undefined: the ServiceAccount does not exist (404).
         let response;
         try {
@@ -87,7 +102,7 @@ export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
         } catch (err) {
           if (httpStatusOf(err) !== 404) throw err;
         }
-        if (response === undefined) return { value: MISSING, ttlMs: MISSING_TTL_MS };
+        if (response === undefined) return { value: MISSING, ttlMs: MISSING_TTL_MS, feedCovers: false };
         const token = response.status?.token;
         const expires = response.status?.expirationTimestamp;
         if (typeof token !== "string" || token === "" || expires === undefined) {
@@ -99,7 +114,8 @@ export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
         const lifetime = new Date(expires).getTime() - requested;
         if (!(lifetime > 0)) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest returned an expired token");
         // The upstream of the cluster object asked, not of whatever is registered when a check reads it.
-        return { value: { token: headerSafe, envoyCluster: cluster.envoyCluster }, ttlMs: Math.floor(lifetime * REFRESH_AT) };
+        const refreshMs = Math.floor(lifetime * REFRESH_AT);
+        return { value: { token: headerSafe, envoyCluster: cluster.envoyCluster }, ttlMs: Math.min(UNPROVEN_TOKEN_TTL_MS, refreshMs), safetyNetTtlMs: refreshMs };
       },
     });
   }

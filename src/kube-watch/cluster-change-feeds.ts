@@ -3,7 +3,8 @@
  * ClusterRoleBindings) and ServiceAccounts (`kube-serviceaccounts`), each a ChangeFeedWatch, added
  * and removed with the cluster. `rbac` is the ChangeFeed SubjectAccessReviews serves past its short
  * TTLs by: a cluster is proven up to the least of its four RBAC watches' proofs, and not at all
- * while any of them has not listed. A feed that cannot list or watch (a 403 because the credential
+ * while any of them has not listed; `serviceAccounts` is the one TokenRequests keeps tokens past
+ * their short TTL by. A feed that cannot list or watch (a 403 because the credential
  * lacks the permission, an API server down) only keeps its cluster on the short TTLs: it is logged
  * once, shown by describe(), retried with backoff, and never fails the process or its readiness.
  * Grants the credential lacks are asked of the API server when a cluster is added, and named.
@@ -13,14 +14,14 @@
  * start and after a 410.
  */
 import type { KubernetesObject } from "#kubernetes-client";
-import { CoreV1Api, CustomObjectsApi } from "#kubernetes-client";
 import type { Logger } from "pino";
 import type { ChangeFeed, FeedState } from "../cache/freshness.ts";
-import { ChangeFeedWatch, type FeedResource, quorumReadSelector, type WatchConnect } from "./change-feed-watch.ts";
+import { ChangeFeedWatch, type WatchConnect } from "./change-feed-watch.ts";
+import { rbacResource, SERVICE_ACCOUNTS } from "./feed-resources.ts";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { missingFeedGrants, missingGrantsMessage } from "./feed-grants.ts";
 import type { ListSlots } from "../kube-fleet/list-slots.ts";
-import { RBAC_KINDS, RBAC_SOURCE, type RbacKind, rbacHandlers, type ReviewInvalidation } from "./rbac-changes.ts";
+import { RBAC_KINDS, RBAC_SOURCE, rbacHandlers, type ReviewInvalidation } from "./rbac-changes.ts";
 import { SERVICE_ACCOUNT_SOURCE, serviceAccountHandlers, type TokenInvalidation } from "./service-account-changes.ts";
 
 /** Where the feeds drop what changes invalidate. */
@@ -50,38 +51,6 @@ export interface ClusterChangeFeedsOptions {
 /** How long the API server has to say which grants the credential holds: off the request path, and said once. */
 const GRANTS_CHECK_TIMEOUT_MS = 5_000;
 
-function rbacResource(kind: RbacKind): FeedResource<KubernetesObject> {
-  const group = "rbac.authorization.k8s.io";
-  const version = "v1";
-  return {
-    plural: kind.plural,
-    path: `/apis/${group}/${version}/${kind.plural}`,
-    lister: (cluster) => {
-      // The generic client lists any group's resource across namespaces, as JSON.
-      const api = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-      return (page, signal) => api.listClusterCustomObject({ group, version, plural: kind.plural, ...page }, cluster.callOptions(signal));
-    },
-    quorumRead: (cluster) => {
-      const api = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-      const fieldSelector = quorumReadSelector(kind.namespaced);
-      return async (signal) => ((await api.listClusterCustomObject({ group, version, plural: kind.plural, fieldSelector }, cluster.callOptions(signal))) as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
-    },
-  };
-}
-
-const SERVICE_ACCOUNTS: FeedResource<KubernetesObject> = {
-  plural: "serviceaccounts",
-  path: "/api/v1/serviceaccounts",
-  lister: (cluster) => {
-    const api = cluster.kubeConfig.makeApiClient(CoreV1Api);
-    return (page, signal) => api.listServiceAccountForAllNamespaces(page, cluster.callOptions(signal));
-  },
-  quorumRead: (cluster) => {
-    const api = cluster.kubeConfig.makeApiClient(CoreV1Api);
-    const fieldSelector = quorumReadSelector(true);
-    return async (signal) => (await api.listServiceAccountForAllNamespaces({ fieldSelector }, cluster.callOptions(signal))).metadata?.resourceVersion;
-  },
-};
 
 interface Feeds {
   readonly rbac: ReadonlyArray<ChangeFeedWatch<KubernetesObject>>;
@@ -113,6 +82,11 @@ export class ClusterChangeFeeds {
       }
       return least;
     },
+  };
+
+  /** The ServiceAccount proof per cluster id, for TokenRequests' CachedLookup. */
+  readonly serviceAccounts: ChangeFeed = {
+    provenUntil: (clusterId) => this.#clusters.get(clusterId)?.serviceAccounts.provenUntil(),
   };
 
   constructor(options: ClusterChangeFeedsOptions) {

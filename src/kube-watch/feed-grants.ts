@@ -11,17 +11,35 @@
 import { AuthorizationV1Api } from "#kubernetes-client";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { withDeadline } from "../dependencies/deadline.ts";
+import { FEED_RESOURCES } from "./feed-resources.ts";
 
 const FEED_GRANTS_DEPENDENCY = "kube-selfsubjectaccessreview";
 
-/** What the feeds ask, cluster-wide. */
-export const FEED_GRANTS: ReadonlyArray<{ readonly group: string; readonly resource: string; readonly verb: "list" | "watch" }> = [
-  ...["roles", "rolebindings", "clusterroles", "clusterrolebindings"].map((resource) => ({ group: "rbac.authorization.k8s.io", resource })),
-  { group: "", resource: "serviceaccounts" },
-].flatMap((r) => (["list", "watch"] as const).map((verb) => ({ ...r, verb })));
+export interface FeedGrant {
+  readonly group: string;
+  readonly resource: string;
+  readonly verb: "list" | "watch";
+}
+
+/**
+ * The API group and resource a watch path names (`/api/v1/serviceaccounts`,
+ * `/apis/rbac.authorization.k8s.io/v1/roles`); throws on any other shape, so that a feed added on a
+ * path this cannot read fails its test rather than go unchecked.
+ */
+export function groupResourceOf(path: string): { readonly group: string; readonly resource: string } {
+  const match = /^\/(?:api\/v1|apis\/([a-z0-9.-]+)\/v[a-z0-9]+)\/([a-z0-9]+)$/.exec(path);
+  if (match === null) throw new Error(`not a cluster-wide resource path: ${path}`);
+  return { group: match[1] ?? "", resource: match[2]! };
+}
+
+/**
+ * What the feeds ask, cluster-wide: list (the first list, and each quorum read, a list of one named
+ * object) and watch, of every resource they follow.
+ */
+export const FEED_GRANTS: readonly FeedGrant[] = FEED_RESOURCES.flatMap((r) => (["list", "watch"] as const).map((verb) => ({ ...groupResourceOf(r.path), verb })));
 
 /** `verb resource.group` (`list roles.rbac.authorization.k8s.io`, `watch serviceaccounts`), as kubectl auth can-i reads it. */
-export function grantName(grant: (typeof FEED_GRANTS)[number]): string {
+export function grantName(grant: FeedGrant): string {
   return `${grant.verb} ${grant.resource}${grant.group === "" ? "" : `.${grant.group}`}`;
 }
 

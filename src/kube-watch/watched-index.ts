@@ -27,12 +27,13 @@
  * resourceVersion. A clean end is then followed by a bare reconnect from the last version, not by a
  * list. `unavailable()` says why its lookups must not be answered: not synced, or not proven
  * within `freshnessBoundMs` — a hung stream closes the plugin path within that bound, not at the
- * silence probe.
+ * silence probe; and it is given up STALL_GRACE_MS past its timeout and listed again, so the path
+ * opens again as soon as a new stream flows.
  */
 import { CoreV1Api, CustomObjectsApi, type KubernetesListObject, type KubernetesObject, ListWatch, type V1ObjectMeta, Watch } from "#kubernetes-client";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
-import { FreshnessProof, QUORUM_READ_TIMEOUT_MS, quorumReadSelector, WATCH_TIMEOUT_SECONDS } from "./change-feed-watch.ts";
+import { FreshnessProof, QUORUM_READ_TIMEOUT_MS, quorumReadSelector, STALL_GRACE_MS, WATCH_TIMEOUT_SECONDS } from "./change-feed-watch.ts";
 import { keepListWatchMetadata, LIST_TIMEOUT_MS, type ListPage, listInPages } from "./paged-list.ts";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { ListSlots } from "../kube-fleet/list-slots.ts";
@@ -317,11 +318,14 @@ export class WatchedIndex<T extends KubernetesObject> {
    */
   #guardedWatch(generation: number, keep: (obj: T) => T, quorumRead: (signal: AbortSignal) => Promise<string | undefined>): Watch {
     const watch = new Watch(this.#cluster.kubeConfig);
-    // client-node aborts a watch that receives no byte for 30 s; a healthy quiet watch hears a
-    // bookmark only about once a minute, so its bound is ours (a private field, set by name).
-    Object.assign(watch, { requestTimeoutMs: this.#options.inactivityMs });
-    const connect = watch.watch.bind(watch);
     const proving = this.#options.freshnessBoundMs !== undefined;
+    // client-node aborts a watch that receives no byte for 30 s (a private field, set by name). A
+    // healthy quiet watch hears a bookmark only about once a minute, so its bound is ours; a proving
+    // watch ends within its timeoutSeconds, so one silent STALL_GRACE_MS past it is stalled, as the
+    // change feeds' are: given up and listed again then, not at the silence probe (a minute in
+    // which the plugin path would answer 503 past freshnessBoundMs).
+    Object.assign(watch, { requestTimeoutMs: proving ? WATCH_TIMEOUT_SECONDS * 1_000 + STALL_GRACE_MS : this.#options.inactivityMs });
+    const connect = watch.watch.bind(watch);
     const current = () => generation === this.#generation && !this.#stopped;
     watch.watch = async (path, queryParams, callback, done) => {
       let endedForList = false;

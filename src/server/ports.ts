@@ -91,6 +91,7 @@ export async function connectPorts(config: Config, logger: Logger): Promise<Conn
     audiences: config.kube.tokenRequest.audiences,
     timeoutMs: config.kube.tokenRequest.timeoutMs,
     maxEntries: config.kube.tokenRequest.cacheMaxEntries,
+    serviceAccountFeed: changeFeeds.serviceAccounts,
   });
   // PluginInstallations are watched only where the Fundament policies are served: the cluster of a
   // Konfidence-only deployment need not have their CRD, and readiness would wait for it forever.

@@ -72,6 +72,7 @@ export const DEPENDENCIES = [
   "kube-tokenrequest",
   "kube-readyz",
   "kube-selfsubjectrulesreview",
+  "kube-selfsubjectaccessreview",
   "oidc-provider",
   "authn-api-jwks",
 ] as const;
@@ -225,6 +226,8 @@ export function createMetrics(sources: MetricSources): Registry {
     registers: [registry],
     aggregator: "max",
     collect() {
+      // A removed cluster's index leaves no series frozen at its last, small, lag.
+      this.reset();
       for (const i of indexSizes()) if (i.provenLagSeconds !== undefined) this.set({ index: i.index, cluster_id: i.clusterId }, i.provenLagSeconds);
     },
   });

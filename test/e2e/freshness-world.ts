@@ -38,6 +38,7 @@ import { freeAddresses, MAIN, NODE, type PortcullisAddresses } from "../support/
 import { ids, OLD_SECRET, pluginToken, SECRET, userToken } from "../support/tokens.ts";
 import { startWatchFreezeProxy, type WatchFreezeProxy } from "../support/watch-freeze-proxy.ts";
 import { CERT_MANAGER_RBAC, certManagerDefinition, MODEL_FILE, REVOCATION_CRD, seedKubernetes, seedOpenFga, users } from "./fundament-world.ts";
+import { UNPROVEN_TOKEN_TTL_MS } from "../../src/kube-calls/service-account-tokens.ts";
 
 // ---------------------------------------------------------------------------------------------
 // The world: real dependencies, the proxies in front of them, the replicas.
@@ -453,8 +454,9 @@ const revokedInstallation = (world: FreshnessWorld) => revocationObject({ scope:
 const nameOf = (obj: Record<string, unknown>) => (obj["metadata"] as { name: string }).name;
 
 const SAR_EVENT = "RBAC watch event (kube-rbac) → SubjectAccessReview answers dropped";
-/** A hung change-feed watch is aborted 2 s past its 1 s timeout (src/kube-watch/change-feed-watch.ts) and opened again on a new connection. */
+/** A hung change-feed watch is aborted 2 s past its 3 s timeout (src/kube-watch/change-feed-watch.ts) and opened again on a new connection. */
 const STALL = "the hung watch proves nothing past what it delivered (its stall detection: 3 s timeout + 2 s grace, then a new watch's event)";
+const TOKEN_TTL = `${STALL}; at most the token's unproven TTL (${UNPROVEN_TOKEN_TTL_MS / 1000} s: kept longer only while kube-serviceaccounts proves) and a TokenRequest`;
 const SAR_TTL = `${STALL}; at most the SubjectAccessReview allow TTL (kube.sar.allowTtlMs, ${DEFAULT_ALLOW_TTL_MS / 1000} s)`;
 
 /**
@@ -550,7 +552,7 @@ export const CHANGES: readonly Change[] = [
     reason: "revoked",
     bound: {
       live: "PluginInstallation watch (the index holds the pin; no cache keyed by it)",
-      cut: "PluginInstallation watch hung: the index is no longer proven fresh, PluginToken requests answer 503 past kube.watch.freshnessBoundMs (10 s)",
+      cut: "the PluginInstallation watch hung: given up 2 s past its 3 s timeout, 503 for that cluster's PluginToken requests while it lists again (at most kube.watch.freshnessBoundMs, 10 s, unproven)",
     },
     cutWithinTtl: false,
     cutBoundMs: DEFAULT_FRESHNESS_BOUND_MS,
@@ -568,7 +570,7 @@ export const CHANGES: readonly Change[] = [
     reason: "revoked",
     bound: {
       live: "Revocation watch (the deny-list; no cache keyed by it)",
-      cut: "Revocation watch hung: the list is no longer proven fresh, PluginToken requests answer 503 past kube.watch.freshnessBoundMs (10 s)",
+      cut: "the Revocation watch hung: given up 2 s past its 3 s timeout, 503 for every PluginToken request while it lists again (at most kube.watch.freshnessBoundMs, 10 s, unproven)",
     },
     cutWithinTtl: false,
     cutBoundMs: DEFAULT_FRESHNESS_BOUND_MS,
@@ -584,7 +586,7 @@ export const CHANGES: readonly Change[] = [
     reason: "installation-unavailable",
     bound: {
       live: "PluginInstallation watch (the plugin ServiceAccount's token is cached per installation uid)",
-      cut: "PluginInstallation watch hung: the index is no longer proven fresh, PluginToken requests answer 503 past kube.watch.freshnessBoundMs (10 s)",
+      cut: "the PluginInstallation watch hung: given up 2 s past its 3 s timeout, 503 for that cluster's PluginToken requests while it lists again (at most kube.watch.freshnessBoundMs, 10 s, unproven)",
     },
     cutWithinTtl: false,
     cutBoundMs: DEFAULT_FRESHNESS_BOUND_MS,
@@ -610,9 +612,9 @@ export const CHANGES: readonly Change[] = [
     judge: "token-accepted",
     bound: {
       live: "ServiceAccount watch (kube-serviceaccounts) → the account's cached token dropped",
-      cut: `${STALL}; a watch hung for good: the cached token until its refresh at 80 % of its life (~48 min), as before events`,
+      cut: TOKEN_TTL,
     },
-    cutWithinTtl: false,
+    cutWithinTtl: true,
     request: async () => ({
       path: cluster(`${CERT}/namespaces/team-a/certificates`),
       headers: { authorization: `Bearer ${await token("user", users.alice, "-")}` },
@@ -627,9 +629,9 @@ export const CHANGES: readonly Change[] = [
     judge: "token-accepted",
     bound: {
       live: "ServiceAccount watch (kube-serviceaccounts) → the account's cached token dropped",
-      cut: `${STALL}; a watch hung for good: the cached token until its refresh at 80 % of its life (~48 min), as before events`,
+      cut: TOKEN_TTL,
     },
-    cutWithinTtl: false,
+    cutWithinTtl: true,
     request: pluginRequest(users.alice, `${CERT}/namespaces/team-a/certificates/web`),
     apply: (w) => recreateServiceAccount(w, "plugin-cert-manager", "plugin-cert-manager"),
   },

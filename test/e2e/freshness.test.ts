@@ -72,8 +72,8 @@ describe("sources cut (watches hung, OpenFGA changes failing): no answer outlive
   beforeAll(() => world.startReplicas("cut"), 90_000);
   afterAll(() => console.log(`sources cut, replica 1:\n${markdownTable(rows, 0, "cut", (row) => capOf(row.change))}\n\nreplica 2:\n${markdownTable(rows, 1, "cut", (row) => capOf(row.change))}`));
 
-  // The rows whose cut source has a short TTL, or the freshness bound, to fall back to; the
-  // ServiceAccount rows are bounded by the token's refresh (Change.bound.cut), measured by the bench.
+  // The rows whose cut source has a short TTL (the ServiceAccount rows: the token's unproven TTL,
+  // as long as the allow TTL), or the freshness bound, to fall back to.
   const capOf = (change: Change) => (change.cutBoundMs ?? DEFAULT_ALLOW_TTL_MS) + CUT_MARGIN_MS;
   for (const change of CHANGES.filter((c) => c.cutWithinTtl || c.cutBoundMs !== undefined)) {
     it(change.label, async () => {

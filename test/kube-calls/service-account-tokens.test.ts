@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";
-import { TokenRequests } from "../../src/kube-calls/service-account-tokens.ts";
+import { TokenRequests, UNPROVEN_TOKEN_TTL_MS } from "../../src/kube-calls/service-account-tokens.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
 
 const CLUSTER = "c1";
@@ -71,5 +71,42 @@ describe("a safe token", () => {
   it("a ServiceAccount that does not exist: undefined, not an error", async () => {
     kube.tokenText = undefined;
     expect(await tokens().token(CLUSTER, "plugin-y", "plugin-y")).toBeUndefined();
+  });
+});
+
+describe("a token past its short TTL (UNPROVEN_TOKEN_TTL_MS) is served only while the ServiceAccount feed proves its cluster", () => {
+  // The cache's clock and the feed's proof, moved by the test.
+  let clock = 1_000_000;
+  let proven: number | undefined;
+  const port = () =>
+    new TokenRequests(clusters, { expirationSeconds: 3600, audiences: [], timeoutMs: 2_000, maxEntries: 100, now: () => clock, serviceAccountFeed: { provenUntil: () => proven } });
+
+  it.each([
+    { name: "the feed proving within the short TTL: kept up to its refresh", provenAgoMs: 1_000, minted: 1 },
+    { name: "the feed stuck (a hung watch) since before the TTL: minted again", provenAgoMs: UNPROVEN_TOKEN_TTL_MS + 1, minted: 2 },
+    { name: "the feed never synced: minted again", provenAgoMs: undefined, minted: 2 },
+  ])("$name", async ({ provenAgoMs, minted }) => {
+    kube.tokenText = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln";
+    const tokens = port();
+    const before = kube.issuedTokens.length;
+    proven = clock;
+    await tokens.token(CLUSTER, "plugin-x", "plugin-x", "uid-1");
+    clock += 30_000;
+    proven = provenAgoMs === undefined ? undefined : clock - provenAgoMs;
+    await tokens.token(CLUSTER, "plugin-x", "plugin-x", "uid-1");
+    expect(kube.issuedTokens.length - before).toBe(minted);
+  });
+
+  it("without a feed, a token is kept for the short TTL only", async () => {
+    kube.tokenText = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln";
+    const tokens = new TokenRequests(clusters, { expirationSeconds: 3600, audiences: [], timeoutMs: 2_000, maxEntries: 100, now: () => clock });
+    const before = kube.issuedTokens.length;
+    await tokens.token(CLUSTER, "plugin-x", "plugin-x", "uid-1");
+    clock += UNPROVEN_TOKEN_TTL_MS - 1;
+    await tokens.token(CLUSTER, "plugin-x", "plugin-x", "uid-1");
+    expect(kube.issuedTokens.length - before).toBe(1);
+    clock += 2;
+    await tokens.token(CLUSTER, "plugin-x", "plugin-x", "uid-1");
+    expect(kube.issuedTokens.length - before).toBe(2);
   });
 });

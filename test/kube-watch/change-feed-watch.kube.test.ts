@@ -102,7 +102,7 @@ beforeAll(async () => {
   // Denials kept unproven as long as allows: the proof lags by up to ~5 s (a cycle of ~3 s, and the
   // bookmark within the next), so a 2 s denial past its TTL would be a hit only some of the time.
   reviews = new SubjectAccessReviews(clusters, { timeoutMs: 2_000, allowTtlMs: 5_000, denyTtlMs: 5_000, maxEntries: 1_000, rbac: { feed: feeds.rbac, safetyNetTtlMs: 60_000 } });
-  tokens = new TokenRequests(clusters, { expirationSeconds: 600, audiences: [], timeoutMs: 2_000, maxEntries: 100 });
+  tokens = new TokenRequests(clusters, { expirationSeconds: 600, audiences: [], timeoutMs: 2_000, maxEntries: 100, serviceAccountFeed: feeds.serviceAccounts });
   feeds.add(clusters.get("c")!);
   await until(() => feeds.describe().every((s) => s.synced), 20_000, "every feed to list and prove");
 }, 120_000);
@@ -306,6 +306,8 @@ describe("a stalled API server", () => {
     // Kept for 5 s on its own (denyTtlMs here): past that only the proof would serve it.
     const asked = pods("team-a", "patch");
     expect(await reviews.allowed("c", USER, asked)).toBe(false);
+    // A token is kept past UNPROVEN_TOKEN_TTL_MS (5 s) only while the ServiceAccount feed proves.
+    expect(await tokens.token("c", "plugin-x", "plugin-x", "owner-stalled")).toBeDefined();
     proxy.stall();
     const stalledAt = performance.now();
     await sleep(Math.max(2 * WATCH_TIMEOUT_SECONDS * 1_000 + STALL_GRACE_MS + 500, 5_500));
@@ -315,9 +317,13 @@ describe("a stalled API server", () => {
     expect(performance.now() - proven).toBeGreaterThan(4_000);
     const rbac = feeds.describe().find((s) => s.source === "kube-rbac")!;
     expect(rbac.synced).toBe(false);
-    expect(rbac.detail).toMatch(/stalled/);
+    // The watch stalled; or, once given up, the next cycle's quorum read to the stalled server timed out.
+    expect(rbac.detail).toMatch(/stalled|list \w+ failed: TimeoutError/);
     // The answer, past its own TTL, is no longer served: it is asked again of the stalled server, and that fails closed.
     await expect(reviews.allowed("c", USER, asked)).rejects.toThrow();
+    // So is the token: a ServiceAccount deleted meanwhile would otherwise have it served until its refresh.
+    expect(feeds.describe().find((s) => s.source === "kube-serviceaccounts")?.synced).toBe(false);
+    await expect(tokens.token("c", "plugin-x", "plugin-x", "owner-stalled")).rejects.toThrow();
     proxy.resume();
     // Each feed is backing off from its failed attempts (at most 2 s here) before it watches again.
     await until(() => feeds.describe().every((s) => s.synced && s.lagSeconds! < WATCH_TIMEOUT_SECONDS), 20_000, "every feed to prove again");

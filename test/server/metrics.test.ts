@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { authorizationClient } from "../../src/envoy/protos.ts";
 import { codeName } from "../../src/metrics/grpc-server.ts";
 import { BUILD } from "../../src/metrics/build-info.ts";
-import { DEPENDENCIES } from "../../src/server/prometheus.ts";
+import { createMetrics, DEPENDENCIES } from "../../src/server/prometheus.ts";
 import { envoyCheckRequest } from "../support/envoy.ts";
 import { FakeWorld } from "../support/fakes.ts";
 import { startTestServer, type TestServer } from "../support/server.ts";
@@ -97,4 +97,18 @@ it.each([
   [{ code: 999 }, "UNKNOWN"],
 ])("a callback given %j answered %s", (err, name) => {
   expect(codeName(err as never)).toBe(name);
+});
+
+it("portcullis_index_proven_lag_seconds: the lag of each proving index as the scrape finds it, none for an index that does not prove or is gone", async () => {
+  const indexes: Array<{ index: string; clusterId: string; size: number; synced: boolean; provenLagSeconds?: number }> = [
+    { index: "revocations", clusterId: "management", size: 2, synced: true, provenLagSeconds: 2.5 },
+    { index: "plugininstallations", clusterId: "c1", size: 1, synced: true, provenLagSeconds: 11 },
+    { index: "projects", clusterId: "c1", size: 3, synced: true },
+  ];
+  const metrics = createMetrics({ indexSizes: () => indexes });
+  const lagSeries = async () => (await metrics.metrics()).split("\n").filter((l) => l.startsWith("portcullis_index_proven_lag_seconds{"));
+  expect(await lagSeries()).toEqual(['portcullis_index_proven_lag_seconds{index="revocations",cluster_id="management"} 2.5', 'portcullis_index_proven_lag_seconds{index="plugininstallations",cluster_id="c1"} 11']);
+  // The cluster removed: its series goes rather than stay at its last lag.
+  indexes.splice(1, 1);
+  expect(await lagSeries()).toEqual(['portcullis_index_proven_lag_seconds{index="revocations",cluster_id="management"} 2.5']);
 });

@@ -21,6 +21,8 @@ export class FakeRevocationApi extends HttpFake {
   readonly #objects = new Map<string, Record<string, unknown>>();
   readonly #events: Array<{ rv: number; line: string }> = [];
   readonly #watchers = new Set<ServerResponse>();
+  /** Watches hung one by one (hangOpenWatches). */
+  readonly #hung = new Set<ServerResponse>();
   watchesHung = false;
 
   /** Hangs every watch, open and new: nothing sent, no end. */
@@ -28,9 +30,15 @@ export class FakeRevocationApi extends HttpFake {
     this.watchesHung = true;
   }
 
+  /** Hangs the watches open now, as a frozen connection would (nothing more sent, no end); new watches are served. */
+  hangOpenWatches(): void {
+    for (const w of this.#watchers) this.#hung.add(w);
+  }
+
   /** Ends every hung watch cleanly (as a late timeout would) and serves watches again. */
   releaseWatches(): void {
     this.watchesHung = false;
+    this.#hung.clear();
     for (const w of this.#watchers) w.end();
   }
 
@@ -113,16 +121,17 @@ export class FakeRevocationApi extends HttpFake {
     this.longLived(res);
     if (!this.watchesHung) for (const e of this.#events) if (e.rv > from) res.write(e.line);
     this.#watchers.add(res);
-    const timeout = timeoutSeconds > 0 ? setTimeout(() => this.watchesHung || res.end(), timeoutSeconds * 1_000) : undefined;
+    const timeout = timeoutSeconds > 0 ? setTimeout(() => this.watchesHung || this.#hung.has(res) || res.end(), timeoutSeconds * 1_000) : undefined;
     res.on("close", () => {
       clearTimeout(timeout);
       this.#watchers.delete(res);
+      this.#hung.delete(res);
     });
   }
 
   #emit(type: string, object: Record<string, unknown>): void {
     const line = `${JSON.stringify({ type, object })}\n`;
     this.#events.push({ rv: this.#rv, line });
-    if (!this.watchesHung) for (const w of this.#watchers) w.write(line);
+    if (!this.watchesHung) for (const w of this.#watchers) if (!this.#hung.has(w)) w.write(line);
   }
 }
