@@ -172,7 +172,7 @@ export function fleetSection(r: FleetResult): string {
     "(user, request) per 5 s on that user's cluster. Within a replica, concurrent misses for one key share one call (lru-cache fetch), so a burst",
     "adds nothing. What removes the multiplier is sending each cluster's (or each user's) checks to one replica: the hashed column.",
     "",
-    "**What could bound it in Envoy (a proposal, not measured here; deploy/envoy is unchanged).** The shipped `portcullis` cluster balances",
+    "**What could bound it in Envoy (a proposal, not measured here; `portcullis envoy-config`'s output is unchanged).** The shipped `portcullis` cluster balances",
     "round-robin over the headless Service's endpoints. A route's `hash_policy` does not help: it steers the router's upstream request, not",
     "the ext_authz filter's gRPC call to portcullis. Envoy 1.37 adds a cluster-level `hash_policy` to `HttpProtocolOptions` (envoyproxy/envoy#41928,",
     "written for ext_authz and rate-limit services) — with `lb_policy: RING_HASH` or `MAGLEV` on the `portcullis` cluster it would pin each key to",

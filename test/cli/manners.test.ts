@@ -14,7 +14,7 @@ describe("--help on every command", () => {
     { args: ["validate-config", "--help"], usage: /^usage: portcullis validate-config \[--file-only\] FILE\n/ },
     { args: ["validate-config", "some.yaml", "-h"], usage: /^usage: portcullis validate-config \[--file-only\] FILE\n/ },
     { args: ["config-schema", "--help"], usage: /^usage: portcullis config-schema\n/ },
-    { args: ["envoy-config", "--help"], usage: /^usage: portcullis envoy-config --config FILE\n/ },
+    { args: ["envoy-config", "--help"], usage: /^usage: portcullis envoy-config --config FILE \[--output FILE\]\n/ },
     { args: ["check", "--help"], usage: /^usage: portcullis check --server HOST:PORT --policy P --path PATH/ },
     { args: ["revoke", "--help"], usage: /^usage: portcullis revoke / },
     { args: ["unrevoke", "--help"], usage: /^usage: portcullis unrevoke / },

@@ -5,7 +5,8 @@
  * protos and is byte for byte `envoy-config`'s output for the file portcullis itself runs with;
  * every file it names is mounted in the Envoy container; the Envoy reaches portcullis's ext_authz and
  * CDS port through the chart's Service and NetworkPolicy; Fundament's own kube-api-proxy and
- * plugin-proxy HTTPRoutes, rendered from Fundament's chart at the pinned commit, reach it unchanged.
+ * plugin-proxy HTTPRoutes, as Fundament's chart renders them at the pinned commit (the committed
+ * fixtures of scripts/render-fundament-routes.sh), reach it unchanged.
  * Every dataPlane value renders, and the values that cannot work are refused. (The API server's
  * verdict on the rendered objects, and CDS over the wire: test/e2e/data-plane.test.ts.)
  */
@@ -18,7 +19,7 @@ import { loadConfig } from "../../src/config/load.ts";
 import { renderEnvoyYaml } from "../../src/deploy/envoy-config.ts";
 import { decodeBootstrap } from "../../src/envoy/bootstrap.ts";
 import { find, runInitContainer } from "../support/data-plane.ts";
-import { fundamentTemplate } from "../support/fundament-chart.ts";
+import { fundamentProxyServices, fundamentRoutes } from "../support/gateway.ts";
 import { CHART, helmTemplate, RELEASE_NAMESPACE } from "../support/helm.ts";
 import { kustomize, type Manifest, ROOT } from "../support/kustomize.ts";
 
@@ -218,33 +219,32 @@ describe("who may reach the data-plane Envoy's listener", () => {
 });
 
 describe("Fundament's own routes reach it unchanged (charts/fundament at the pinned commit)", () => {
-  const parentRefs = [{ name: GATEWAY.name, namespace: GATEWAY.namespace }];
-  const fundament = fundamentTemplate("fundament", RELEASE_NAMESPACE, {
-    kubeApiProxy: { httproute: { enabled: true, parentRefs, hostnames: ["kube-api-proxy.fundament.io"] } },
-    pluginProxy: { httproute: { enabled: true, parentRefs, hostnames: ["plugin-proxy.fundament.io"] } },
-  });
+  const routes = fundamentRoutes(RELEASE_NAMESPACE).filter((o) => ["fundament-kube-api-proxy", "fundament-plugin-proxy"].includes(o["metadata"].name));
+  const proxyServices = fundamentProxyServices();
 
   it.each(["envoy", "istio", "envoyGateway"] as const)("gateway.mode %s: each backendRef of fundament-kube-api-proxy and fundament-plugin-proxy is a port of a Service selecting the data-plane pods", (mode) => {
     const portcullis = helmTemplate(modeOf(mode));
     const pod = podOf(portcullis);
-    const routes = fundament.filter((o) => o["kind"] === "HTTPRoute" && ["fundament-kube-api-proxy", "fundament-plugin-proxy"].includes(o["metadata"].name));
     expect(routes.map((r) => r["metadata"].name).sort()).toEqual(["fundament-kube-api-proxy", "fundament-plugin-proxy"]);
     for (const route of routes) {
       for (const ref of route["spec"].rules.flatMap((r: Manifest) => r["backendRefs"]) as Manifest[]) {
         // No namespace: the route's, which is the release's (both charts in Fundament's namespace).
-        expect(ref["namespace"] ?? route["metadata"].namespace ?? RELEASE_NAMESPACE).toBe(RELEASE_NAMESPACE);
+        expect(ref["namespace"] ?? route["metadata"].namespace).toBe(RELEASE_NAMESPACE);
         const service = find(portcullis, "Service", ref["name"]);
         expect(selects(service, pod.metadata.labels), ref["name"]).toBe(true);
         expect((service["spec"].ports as Manifest[]).map((p) => p["port"])).toContain(ref["port"]);
       }
     }
-    // Fundament's own kube-api-proxy and plugin-proxy are off by default: no second owner of those Services.
-    expect(fundament.filter((o) => o["kind"] === "Service" && ["kube-api-proxy", "plugin-proxy"].includes(o["metadata"].name))).toEqual([]);
+  });
+
+  it("Fundament's own kube-api-proxy and plugin-proxy are off by default: no second owner of those Services", () => {
+    expect(proxyServices.defaults).toEqual([]);
   });
 
   it("and Fundament's own proxies switched on would own the same two Services: the two charts then refuse to share them", () => {
-    const both = fundamentTemplate("fundament", RELEASE_NAMESPACE, { kubeApiProxy: { enabled: true }, pluginProxy: { enabled: true } });
-    expect(both.filter((o) => o["kind"] === "Service").map((o) => o["metadata"].name)).toEqual(expect.arrayContaining(["kube-api-proxy", "plugin-proxy"]));
+    const names = proxyServices.enabled.map((o) => `${o["kind"]}/${o["metadata"].name}`);
+    expect(names.sort()).toEqual(["Service/kube-api-proxy", "Service/plugin-proxy"]);
+    for (const name of ["kube-api-proxy", "plugin-proxy"]) expect(find(helmTemplate({}), "Service", name)).toBeDefined();
   });
 });
 

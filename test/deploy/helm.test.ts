@@ -89,6 +89,18 @@ describe("gateway modes", () => {
     expect(grpc[0].from).toEqual([{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": namespace } }, podSelector: { matchLabels: labels } }]);
   });
 
+  // Not redundant with portcullis-from-data-plane: without the chart's data plane (dataPlane.enabled
+  // false) the front proxy is an Envoy of one's own (deploy/examples/envoy.yaml), and this rule alone admits it.
+  it.each([
+    ["the chart's data plane", {}],
+    ["an Envoy of one's own in gateway.namespace", { dataPlane: { enabled: false }, gateway: { namespace: "edge" } }],
+  ] as const)("envoy, %s: the NetworkPolicy admits the pods labelled fundament-envoy to the gRPC port", (_, values) => {
+    const objects = helmTemplate(values);
+    const grpc = find(objects, "NetworkPolicy", "portcullis")!["spec"].ingress.filter((r: Manifest) => r["ports"].some((p: Manifest) => p["port"] === "grpc"));
+    const namespace = (values as Manifest)["gateway"]?.namespace ?? RELEASE_NAMESPACE;
+    expect(grpc).toEqual([expect.objectContaining({ from: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": namespace } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "fundament-envoy" } } }] })]);
+  });
+
   it.each([
     ["an unknown gateway.mode", { gateway: { mode: "nginx" } }, /gateway.mode must be one of/],
     ["istio without request mode", { gateway: { mode: "istio" } }, /config.check.policyFrom must be request/],

@@ -1,8 +1,8 @@
 /**
  * What the gateway proofs share (test/deploy/envoy-gateway-xds.test.ts,
  * test/deploy/istio-pilot-xds.test.ts, test/e2e/gateway-manifests.test.ts): portcullis installed
- * beside Fundament. Fundament's own HTTPRoutes come from the committed fixture rendered from its chart
- * (test/deploy/fixtures/fundament-httproutes.yaml, scripts/render-fundament-routes.sh); portcullis's
+ * beside Fundament. Fundament's own HTTPRoutes (and its proxies' Services) come from committed fixtures
+ * rendered from its chart (test/deploy/fixtures/, scripts/render-fundament-routes.sh); portcullis's
  * objects from its chart, values alone (modeValues); around them the Namespaces, the GatewayClass,
  * the Gateway both attach to, and a Service for each backend the routes name.
  */
@@ -30,6 +30,16 @@ export function fundamentRoutes(namespace: string = RELEASE_NAMESPACE): Manifest
     .map((d) => d.toJS() as Manifest | null)
     .filter((m): m is Manifest => m !== null)
     .map((m) => ({ ...m, metadata: { ...m["metadata"], namespace } }));
+}
+
+/**
+ * The Services of Fundament's own kube-api-proxy and plugin-proxy templates, as its chart renders them
+ * with both components enabled and with its defaults (test/deploy/fixtures/fundament-proxy-services.yaml,
+ * scripts/render-fundament-routes.sh).
+ */
+export function fundamentProxyServices(): { enabled: Manifest[]; defaults: Manifest[] } {
+  const fixture = parse(readFileSync(resolve(ROOT, "test/deploy/fixtures/fundament-proxy-services.yaml"), "utf8")) as { enabled: Manifest[]; defaults: Manifest[] };
+  return { enabled: fixture.enabled, defaults: fixture.defaults };
 }
 
 /**
