@@ -13,6 +13,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Clusters } from "../../src/kube-fleet/clusters.ts";
+import { EARLY_END_PAUSE_MS } from "../../src/kube-watch/change-feed-watch.ts";
 import { InstallationIndex } from "../../src/kube-watch/installation-index.ts";
 import { FakeKubeApi } from "../support/wire-fakes/kube-apiserver.ts";
 import { until } from "../support/wire-fakes/wired.ts";
@@ -70,3 +71,19 @@ it("a quiet resource on a server that sends no bookmark: each watch is reopened 
   // One watch per ~3 s cycle (at least 5 in 22 s; with the backoff it was 4).
   expect(opened).toBeGreaterThanOrEqual(5);
 }, OBSERVE_MS + 30_000);
+
+it("a server that ends every watch at once (shutting down) is not hammered: one watch per EARLY_END_PAUSE_MS at most", async () => {
+  await until(() => refusal() === undefined, 10_000, "the index to be synced and proven");
+  const watches = () => kube.requests.filter((r) => r.url.includes("/plugininstallations") && r.url.includes("watch=true")).length;
+  const watchesBefore = watches();
+  const started = performance.now();
+  while (performance.now() - started < 5_000) {
+    kube.endWatches();
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const opened = watches() - watchesBefore;
+  console.log(`every watch ended at once: ${opened} watches in 5000 ms`);
+  // The first reconnect is immediate (ListWatch's own), each later one paused EARLY_END_PAUSE_MS.
+  expect(opened).toBeLessThanOrEqual(5_000 / EARLY_END_PAUSE_MS + 2);
+  expect(opened).toBeGreaterThanOrEqual(2);
+}, 30_000);
