@@ -33,7 +33,7 @@
 import { CoreV1Api, CustomObjectsApi, type KubernetesListObject, type KubernetesObject, ListWatch, type V1ObjectMeta, Watch } from "#kubernetes-client";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
-import { FreshnessProof, QUORUM_READ_TIMEOUT_MS, quorumReadSelector, STALL_GRACE_MS, WATCH_TIMEOUT_SECONDS } from "./change-feed-watch.ts";
+import { EARLY_END_PAUSE_MS, FreshnessProof, QUORUM_READ_TIMEOUT_MS, quorumReadSelector, STALL_GRACE_MS, WATCH_TIMEOUT_SECONDS } from "./change-feed-watch.ts";
 import { keepListWatchMetadata, LIST_TIMEOUT_MS, type ListPage, listInPages } from "./paged-list.ts";
 import type { Cluster } from "../kube-fleet/clusters.ts";
 import { ListSlots } from "../kube-fleet/list-slots.ts";
@@ -197,6 +197,8 @@ export class WatchedIndex<T extends KubernetesObject> {
   #restartTimer: NodeJS.Timeout | undefined;
   #silenceTimer: NodeJS.Timeout | undefined;
   #probeTimer: NodeJS.Timeout | undefined;
+  /** The last proving watch ended cleanly before its timeout (a server shutting down): pause before the next. */
+  #endedEarly = false;
   /** Ends the live watch so that ListWatch lists again in place; unset while no watch is live. */
   #listAgain: (() => void) | undefined;
   /** Aborted when the current list+watch is given up on: its list leaves the queue, or stops and frees its slot. */
@@ -280,7 +282,11 @@ export class WatchedIndex<T extends KubernetesObject> {
       // ListWatch waits before a reconnect that follows another with no event in between (1 s
       // doubling to 30 s), so that a server ending every watch at once is not hammered. Capped at a
       // sixth of the bound, a watch is live again well before the next list in place is due.
-      { delayFn: (ms) => sleep(Math.min(ms, Math.floor(this.#options.inactivityMs / 6))) },
+      // A proving watch ends every WATCH_TIMEOUT_SECONDS by design, and on a quiet resource with no
+      // bookmark (the API server promises none) that doubling stretched the cycle to 18 s, past the
+      // freshness bound: a healthy cluster's PluginTokens answered 503 for 8 s of every 18. It
+      // pauses only after a watch the server ended early, as the change feeds do.
+      { delayFn: (ms) => sleep(this.#options.freshnessBoundMs === undefined ? Math.min(ms, Math.floor(this.#options.inactivityMs / 6)) : this.#endedEarly ? EARLY_END_PAUSE_MS : 0) },
     );
     // A list+watch given up on may still deliver a list it had in flight: never into a newer view.
     const current = () => generation === this.#generation;
@@ -337,6 +343,7 @@ export class WatchedIndex<T extends KubernetesObject> {
           const askedAt = performance.now();
           this.#proof.asked(askedAt, await quorumRead(AbortSignal.any([this.#givenUp!.signal, AbortSignal.timeout(QUORUM_READ_TIMEOUT_MS)])));
         }
+        const openedAt = performance.now();
         const request = await connect(
           path,
           { ...queryParams, allowWatchBookmarks: true, ...(proving ? { timeoutSeconds: WATCH_TIMEOUT_SECONDS } : {}) },
@@ -350,8 +357,10 @@ export class WatchedIndex<T extends KubernetesObject> {
           (err) => {
             if (generation === this.#generation) this.#listAgain = undefined;
             // A proving watch ends every few seconds: reconnected from the last version, its freshness proven by the reads.
-            if (proving && !endedForList && (err === null || err === undefined)) done(null);
-            else if (endedForList || err === null || err === undefined || isGone(err)) done(LIST_AGAIN);
+            if (proving && !endedForList && (err === null || err === undefined)) {
+              this.#endedEarly = performance.now() - openedAt < WATCH_TIMEOUT_SECONDS * 1_000;
+              done(null);
+            } else if (endedForList || err === null || err === undefined || isGone(err)) done(LIST_AGAIN);
             else this.#failed(generation, err);
           },
         );
