@@ -2,7 +2,7 @@
  * The operator documentation covers what the code has: every configuration key, every reason
  * code, every metric.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { normalize, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { REASON_CODES, REASONS } from "../../src/authz/reasons.ts";
@@ -187,5 +187,16 @@ describe("namedCommands", () => {
       ["can-i", ["--list"]],
       ["failed", []],
     ]);
+  });
+});
+
+describe("bench/README.md", () => {
+  const table = read("bench/README.md").split("| file | what it is |")[1]!;
+  const files = (dir: string): string[] =>
+    readdirSync(resolve(ROOT, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(`${dir}/${e.name}`) : [`${dir}/${e.name}`.slice("bench/".length)]));
+  // What the runs write (results.json, the charts) and the page itself are not files to explain.
+  const sources = files("bench").filter((f) => /\.(ts|sh|rego)$/.test(f) || f === "FINDINGS.md");
+  it.each(sources)("its file table explains %s", (file) => {
+    expect(table).toContain(`\`${file}\``);
   });
 });

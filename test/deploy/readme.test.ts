@@ -43,6 +43,13 @@ describe("README", () => {
     expect(beforeCommands).toMatch(/root or `sudo`/);
   });
 
+  it("its Tests section names every tool install.sh compiles for the tests", () => {
+    const tests = readme.slice(readme.indexOf("## Tests"));
+    const tools = [...install.matchAll(/^\s*go_install_cached ([\w-]+) /gm)].map((m) => m[1]!);
+    expect(tools).toEqual(expect.arrayContaining(["egctl", "pilot-discovery"]));
+    for (const tool of tools) expect(tests, tool).toMatch(new RegExp(`\\b${tool}\\b`, "i"));
+  });
+
   it("its validate-config command passes as printed", async () => {
     const line = readme.split("\n").find((l) => l.startsWith("npm start -- validate-config"))!;
     const args = line.replace(/\s+#.*$/, "").split(/\s+/).slice(3);
