@@ -200,3 +200,15 @@ describe("bench/README.md", () => {
     expect(table).toContain(`\`${file}\``);
   });
 });
+
+describe("a status beside a reason code is the code's", () => {
+  const pairs = PAGES.flatMap((page) => [...new Set([...read(page).matchAll(/\b(\d{3}) `([a-z][a-z-]+)`/g)].map((m) => `${m[1]} ${m[2]}`))].map((pair) => [page, pair] as const));
+  it("finds them", () => {
+    expect(pairs).toContainEqual(["README.md", "503 dependency-unavailable"]);
+  });
+  it.each(pairs)("%s: %s", (_, pair) => {
+    const [status, code] = pair.split(" ") as [string, string];
+    expect(REASON_CODES, `${code} is a reason code`).toContain(code);
+    expect(String(REASONS[code as (typeof REASON_CODES)[number]].http)).toBe(status);
+  });
+});
