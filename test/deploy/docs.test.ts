@@ -212,3 +212,18 @@ describe("a status beside a reason code is the code's", () => {
     expect(String(REASONS[code as (typeof REASON_CODES)[number]].http)).toBe(status);
   });
 });
+
+describe("the alerts deploy/k8s/monitoring ships", () => {
+  const alerts = [...read("deploy/k8s/monitoring/prometheusrule.yaml").matchAll(/^\s*- alert: (\w+)$/gm)].map((m) => m[1]!);
+  it("finds them", () => {
+    expect(alerts).toContain("PortcullisIndexUnsynced");
+  });
+  it.each(alerts)("docs/operations.md explains %s", (alert) => {
+    expect(read("docs/operations.md")).toContain(alert);
+  });
+  // The other way: an alert a page names is one that is shipped.
+  const named = PAGES.flatMap((page) => [...new Set([...read(page).matchAll(/\bPortcullis[A-Z]\w+/g)].map((m) => m[0]))].map((alert) => [page, alert] as const));
+  it.each(named)("%s names %s, which is shipped", (_, alert) => {
+    expect(alerts).toContain(alert);
+  });
+});
