@@ -7,6 +7,7 @@ import { normalize, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { REASON_CODES, REASONS } from "../../src/authz/reasons.ts";
 import { configJsonSchema } from "../../src/config/json-schema.ts";
+import { LIVE_KEYS } from "../../src/server/reload.ts";
 import { cli } from "../cli/run.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -225,5 +226,19 @@ describe("the alerts deploy/k8s/monitoring ships", () => {
   const named = PAGES.flatMap((page) => [...new Set([...read(page).matchAll(/\bPortcullis[A-Z]\w+/g)].map((m) => m[0]))].map((alert) => [page, alert] as const));
   it.each(named)("%s names %s, which is shipped", (_, alert) => {
     expect(alerts).toContain(alert);
+  });
+});
+
+describe("docs/configuration.md's reload section", () => {
+  const doc = read("docs/configuration.md");
+  const live = doc.slice(doc.indexOf("- **Applied live**"), doc.indexOf("- **Needs a restart**"));
+  const restart = doc.slice(doc.indexOf("- **Needs a restart**"), doc.indexOf("A SIGHUP during a reload"));
+  it.each(LIVE_KEYS)("applies `%s` live, as reload.ts does", (key) => {
+    expect(live).toContain(`\`${key}\``);
+  });
+  // Every other top-level key needs a restart, named whole or by its keys (`openfga.*`, `tokens.mode`).
+  const restartKeys = Object.keys((configJsonSchema() as Schema).properties!).filter((key) => !LIVE_KEYS.includes(key));
+  it.each(restartKeys)("names `%s` as needing a restart", (key) => {
+    expect(restart).toMatch(new RegExp(`\`${key}(\\.[\\w*]+)?\``));
   });
 });
