@@ -242,3 +242,20 @@ describe("docs/configuration.md's reload section", () => {
     expect(restart).toMatch(new RegExp(`\`${key}(\\.[\\w*]+)?\``));
   });
 });
+
+describe("docs/operations.md's log messages", () => {
+  const files = (dir: string): string[] =>
+    readdirSync(resolve(ROOT, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(`${dir}/${e.name}`) : [`${dir}/${e.name}`]));
+  const source = files("src")
+    .filter((f) => f.endsWith(".ts"))
+    .map(read)
+    .join("\n");
+  const messages = [...read("docs/operations.md").matchAll(/^\| `([^`]+)` \| (?:fatal|error|warn|info|debug|trace) \|/gm)].map((m) => m[1]!);
+  it("finds the logs table", () => {
+    expect(messages).toContain("portcullis listening");
+  });
+  // `…` and `<field>` stand for what the line fills in; the words around them are the code's.
+  it.each(messages)("`%s` is a message the code logs", (message) => {
+    for (const words of message.split(/…|<\w+>/).map((w) => w.trim()).filter((w) => w.length > 0)) expect(source.includes(words), words).toBe(true);
+  });
+});
