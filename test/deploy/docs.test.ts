@@ -259,3 +259,20 @@ describe("docs/operations.md's log messages", () => {
     for (const words of message.split(/…|<\w+>/).map((w) => w.trim()).filter((w) => w.length > 0)) expect(source.includes(words), words).toBe(true);
   });
 });
+
+describe("commands run inside the portcullis Pod", () => {
+  // The image runs `node … src/cli/main.ts` from /app under tini; `portcullis` is not on its PATH.
+  const dockerfile = read("Dockerfile");
+  it("the image's ENTRYPOINT is node on src/cli/main.ts, and nothing links a portcullis executable", () => {
+    expect(dockerfile).toMatch(/^ENTRYPOINT \["tini", "--", "node", .*"src\/cli\/main\.ts"\]$/m);
+    expect(dockerfile).not.toMatch(/\/bin\/portcullis|npm (link|install -g)/);
+  });
+  const execs = PAGES.flatMap((page) => [...read(page).matchAll(/kubectl exec \S+ -- (\S+)(?:\s+(\S+))?/g)].map((m) => [page, m[1]!, m[2] ?? ""] as const));
+  it("finds them", () => {
+    expect(execs.length).toBeGreaterThan(0);
+  });
+  it.each(execs)("%s: kubectl exec … -- %s %s", (_, executable, first) => {
+    expect(["node", "sh"]).toContain(executable);
+    if (executable === "node") expect(first).toBe("src/cli/main.ts");
+  });
+});
