@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { configSchema } from "../../src/config/schema.ts";
 import { cli } from "../cli/run.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -41,6 +42,22 @@ describe("README", () => {
     expect(install).toMatch(/sudo=\(sudo\)/);
     expect(beforeCommands).toMatch(/Debian's apt, `etcd-server` and `tini`/);
     expect(beforeCommands).toMatch(/root or `sudo`/);
+  });
+
+  it("its Tests section names every tool install.sh compiles for the tests", () => {
+    const tests = readme.slice(readme.indexOf("## Tests"));
+    const tools = [...install.matchAll(/^\s*go_install_cached ([\w-]+) /gm)].map((m) => m[1]!);
+    expect(tools).toEqual(expect.arrayContaining(["egctl", "pilot-discovery"]));
+    for (const tool of tools) expect(tests, tool).toMatch(new RegExp(`\\b${tool}\\b`, "i"));
+  });
+
+  it("names the ports the configuration defaults to", () => {
+    const listen = configSchema.parse({ openfga: { apiUrl: "http://127.0.0.1:1", storeId: "01JBENCHST0RE0000000000000" }, tokens: { secrets: [{ env: "S" }] } }).listen;
+    const port = (address: string) => address.slice(address.lastIndexOf(":") + 1);
+    const line = readme.slice(readme.indexOf("Ports: "), readme.indexOf("SIGTERM turns"));
+    expect(line).toMatch(new RegExp(`ext_authz gRPC \\+ \`grpc\\.health\\.v1\` \\(${port(listen.grpc)}\\)`));
+    expect(line).toMatch(new RegExp(`admin HTTP [^(]+\\(${port(listen.admin)}\\)`));
+    expect(line).toMatch(new RegExp(`GetInstallationManifest\` for authn-api only \\(${port(listen.internal)}\\)`));
   });
 
   it("its validate-config command passes as printed", async () => {
