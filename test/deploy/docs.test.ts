@@ -101,11 +101,9 @@ describe("docs/operations.md", () => {
   it("finds the access log's reason field", () => {
     expect(accessLogFields).toEqual(["portcullis_reason"]);
   });
-  describe.each(["docs/operations.md", "docs/configuration.md", "README.md", "SECURITY.md", "deploy/k8s/monitoring/prometheusrule.yaml", "deploy/k8s/monitoring/dashboard.json"])("%s", (page) => {
+  it.each(["docs/operations.md", "docs/configuration.md", "README.md", "SECURITY.md", "deploy/k8s/monitoring/prometheusrule.yaml", "deploy/k8s/monitoring/dashboard.json"])("%s names only registered metrics", (page) => {
     const named = [...new Set([...read(page).matchAll(/\bportcullis_[a-z_]+/g)].map((m) => m[0]))];
-    it.each(named)("names %s, which is registered", (name) => {
-      expect([...metrics, ...accessLogFields]).toContain(name.replace(/_(bucket|sum|count)$/, ""));
-    });
+    expect(named.filter((name) => ![...metrics, ...accessLogFields].includes(name.replace(/_(bucket|sum|count)$/, "")))).toEqual([]);
   });
 
   it("lists every audit line field", () => {
@@ -160,7 +158,7 @@ export function namedCommands(text: string): { command: string; flags: string[];
 /** Commands a page may still name, in a sentence that says they are gone. */
 const GONE = ["gateway-config"];
 
-describe.each(PAGES)("%s names only commands and flags the CLI has", async (page) => {
+it.each(PAGES)("%s names only commands and flags the CLI has", async (page) => {
   const text = read(page);
   // A command is a lower-case word the usage lists, or any hyphenated one (a removed `gateway-config` must fail).
   const usage = (await cli(["--help"])).stdout;
@@ -169,15 +167,18 @@ describe.each(PAGES)("%s names only commands and flags the CLI has", async (page
   for (const command of new Set(calls.map((c) => c.command))) {
     helps.set(command, (await cli(command === "serve" ? ["--config", "--help"] : [command, "--help"])).stdout);
   }
-  it.each(calls.map((c) => [`${c.command} ${c.flags.join(" ")}`.trim(), c] as const))("%s", (_, { command, flags, line }) => {
+  const wrong: string[] = [];
+  for (const { command, flags, line } of calls) {
     if (GONE.includes(command)) {
-      expect(text.split("\n").some((l) => l.includes(` ${line}`) && /\bgone\b/.test(l)), `${command} named as if it were there`).toBe(true);
-      return;
+      if (!text.split("\n").some((l) => l.includes(` ${line}`) && /\bgone\b/.test(l))) wrong.push(`${command} named as if it were there`);
+      continue;
     }
-    expect(helps.get(command), `portcullis ${command}`).toMatch(/^usage: portcullis /);
-    for (const flag of flags) expect(helps.get(command), `portcullis ${command} ${flag}`).toMatch(new RegExp(`${flag}\\b`));
-  });
-});
+    const help = helps.get(command) ?? "";
+    if (!/^usage: portcullis /.test(help)) wrong.push(`portcullis ${command}: no such command`);
+    for (const flag of flags) if (!new RegExp(`${flag}\\b`).test(help)) wrong.push(`portcullis ${command} ${flag}: no such flag`);
+  }
+  expect(wrong).toEqual([]);
+}, 120_000);
 
 describe("namedCommands", () => {
   it("reads command lines from code, not from prose or log messages", () => {
