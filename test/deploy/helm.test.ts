@@ -109,6 +109,8 @@ describe("gateway modes", () => {
     ["istio checking the kube-api-proxy host at the gateway", { ...modeValues("istio"), gateway: { mode: "istio", coveredHostnames: ["authn.fundament.io", "kube-api-proxy.fundament.io"] } }, /kube-api-proxy.fundament.io is served by the data-plane Envoy/],
     ["istio with no host to check", { gateway: { mode: "istio" }, config: { check: { policyFrom: "request" }, envoy: null }, dataPlane: { enabled: false } }, /no host to check/],
     ["one replica", { autoscaling: { minReplicas: 1 } }, /at least 2/],
+    ["the last release's httproute values (upgrade)", { ...modeValues("envoyGateway"), httproute: { enabled: true, parentRefs: [{ name: "fundament", namespace: "fundament-gateway" }] } }, /httproute.\* and gateway.manifests are gone/],
+    ["the last release's gateway.manifests (upgrade)", { ...modeValues("istio"), gateway: { mode: "istio", manifests: "kind: HTTPRoute" } }, /httproute.\* and gateway.manifests are gone/],
     ["istio with listen.tls", withTls("istio", {}), /Istio's envoyExtAuthzGrpc provider calls portcullis in plaintext/],
     ["envoyGateway with a required client certificate", withTls("envoyGateway", { requireClientCert: true, clientCaFile: "/tls/ca.crt" }), /requireClientCert: Envoy Gateway presents a client certificate only gateway-wide/],
   ])("refuses %s", (_, values, message) => {

@@ -19,6 +19,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/* Refuses values that would deploy something that cannot work. */}}
 {{- define "portcullis.validate" -}}
+{{- /* The last release's way to the gateway objects: said loudly on upgrade, not silently dropped with the routes it rendered. */ -}}
+{{- if or (hasKey .Values "httproute") .Values.gateway.manifests -}}
+{{- fail "httproute.* and gateway.manifests are gone (portcullis gateway-config with them): the chart now covers the platform's own HTTPRoutes from gateway.mode and gateway.coveredRoutes / gateway.coveredHostnames (docs/deployment.md, Three paths); remove those values" -}}
+{{- end -}}
 {{- $modes := list "envoy" "istio" "envoyGateway" -}}
 {{- if not (has .Values.gateway.mode $modes) -}}
 {{- fail (printf "gateway.mode must be one of envoy, istio, envoyGateway (got %q)" .Values.gateway.mode) -}}
