@@ -12,6 +12,7 @@
  *   node bench/hot-path.ts [--scenario plugin-token|user-token|plugin-assets|noop|noop-same-bytes] [--checks 200000] [--json] [--pace-us 0]
  *   node bench/hot-path.ts … --profile-file F.cpuprofile   # V8's CPU profile of the measured checks only, and its sampling heap profile (F.cpuprofile.heapprofile)
  *   node bench/hot-path.ts … --handler                    # through the server's Check handler (app.ts), its gRPC metrics and tracing wrapper
+ *   node bench/hot-path.ts … --count-promises             # also the promises a check creates (counted apart from the measured checks)
  *
  * `--pace-us 333` runs one check at a time with the thread asleep 333 µs before each, as a server
  * offered 3,000 checks/s sleeps in epoll between requests. The same code then costs several times
@@ -21,6 +22,7 @@
  * Beside the CPU time it reports the bytes the V8 heap allocated per check (v8.GCProfiler: what each
  * GC found in use less what the previous one left, plus the growth since the last).
  */
+import { createHook } from "node:async_hooks";
 import { openSync } from "node:fs";
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
@@ -51,6 +53,7 @@ const { values } = parseArgs({
     "pace-us": { type: "string", default: "0" },
     "profile-file": { type: "string", default: "" },
     handler: { type: "boolean", default: false },
+    "count-promises": { type: "boolean", default: false },
   },
   strict: false,
 });
@@ -101,6 +104,15 @@ async function one(i: number): Promise<number> {
   return method.responseSerialize(response).length;
 }
 
+/** Promises created per check (async_hooks' PROMISE resources), the bench's own `one()` included. */
+async function promisesPerCheck(n: number): Promise<number> {
+  let promises = 0;
+  const hook = createHook({ init: (_id, type) => void (type === "PROMISE" && promises++) }).enable();
+  await run(n, 0);
+  hook.disable();
+  return promises / n;
+}
+
 /** Atomics.wait on a cell nobody changes: a plain sleep of the thread, without the event loop. */
 const asleep = new Int32Array(new SharedArrayBuffer(4));
 
@@ -146,6 +158,8 @@ if (profiler !== undefined) {
   writeFileSync(`${values["profile-file"]}.heapprofile`, JSON.stringify((await profiler.post("HeapProfiler.stopSampling")).profile));
 }
 const paced = paceMs > 0 ? `, paced ${values["pace-us"]} µs apart` : "";
+// Counted after the measured checks, apart from them: an async hook slows every promise.
+if (values["count-promises"]) process.stdout.write(`${scenario}: ${(await promisesPerCheck(2_000)).toFixed(2)} promises per check\n`);
 if (values.json) process.stdout.write(`${JSON.stringify({ scenario, cpuUsPerCheck: us, bytesPerCheck, checks: total, ...(paceMs > 0 ? { paceUs: paceMs * 1000 } : {}) })}\n`);
 else process.stdout.write(`${scenario}: ${us.toFixed(2)} µs CPU per check (decode + check + encode${paced}), ${(bytesPerCheck / 1024).toFixed(1)} KiB allocated per check, ${((total / wall) * 1000).toFixed(0)} checks/s wall\n`);
 await logging.flush();

@@ -77,7 +77,7 @@ const PARTS: ReadonlyArray<readonly [string, RegExp]> = [
   ["CheckRequest read (check-request.ts)", /src\/envoy\/check-request\.ts/],
   ["check() itself", /src\/authz\/check\.ts/],
   ["the server's Check handler", /src\/server\/app\.ts/],
-  ["policy and gates (caches, tokens, RequestInfo)", /src\/authz\/|src\/tokens\/|src\/kube\/|src\/fga\/|src\/cache\/|src\/konfidence\/|lru-cache|jose/],
+  ["policy and gates (caches, tokens, RequestInfo)", /src\/authz\/|src\/tokens\/|src\/kube-[a-z]+\/|src\/ports\/|src\/fga\/|src\/cache\/|src\/konfidence\/|lru-cache|jose/],
   ["protobuf decode and encode", /protobufjs|@grpc\//],
 ];
 

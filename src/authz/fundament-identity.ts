@@ -8,6 +8,7 @@ import {
   type CarriedToken,
   carriedTokens,
   cookieCredentialAllowed,
+  carriesNoOtherToken,
   credentialHeadersTooLarge,
   cookieToken,
   type CredentialLookup,
@@ -96,7 +97,7 @@ export interface CarriedPluginTokens {
  * Authorization token, every fundament_auth cookie whatever the Origin, every WebSocket bearer
  * subprotocol) other than `read`, the credential identifyFundamentCaller() verified. It reads one
  * credential, the one the route accepts; the services behind and a probing plugin are not bound
- * by that choice, so a PluginToken anywhere else must be found too. Throws as verify() does.
+ * by that choice, so a PluginToken anywhere else must be found too. Rejects as verify() does.
  *
  * Carriers over MAX_CREDENTIAL_HEADERS_LENGTH together are refused before they are split. Up to
  * MAX_CARRIED_TOKENS tokens, each is verified. Past it the request is refused, but a plugin must not
@@ -105,12 +106,25 @@ export interface CarriedPluginTokens {
  * hides it from the audit line, and buys nothing: the refusal is the same, and logged with the
  * number of candidates.
  */
-export async function carriedPluginToken(
+export function carriedPluginToken(
   headers: Readonly<Record<string, string>>,
   verifier: TokenVerifier,
   read?: Pick<Identified, "source" | "token">,
 ): Promise<CarriedPluginTokens> {
-  if (credentialHeadersTooLarge(headers)) return { plugin: undefined, tooMany: false, tooLarge: true, pluginAudienceCandidates: 0 };
+  if (credentialHeadersTooLarge(headers)) return TOO_LARGE;
+  if (carriesNoOtherToken(headers, read?.source)) return NONE_CARRIED;
+  return verifiedCarriers(headers, verifier, read);
+}
+
+/** Settled once and shared: the answers that read nothing. */
+const TOO_LARGE: Promise<CarriedPluginTokens> = Promise.resolve(Object.freeze({ plugin: undefined, tooMany: false, tooLarge: true, pluginAudienceCandidates: 0 }));
+const NONE_CARRIED: Promise<CarriedPluginTokens> = Promise.resolve(Object.freeze({ plugin: undefined, tooMany: false, tooLarge: false, pluginAudienceCandidates: 0 }));
+
+async function verifiedCarriers(
+  headers: Readonly<Record<string, string>>,
+  verifier: TokenVerifier,
+  read: Pick<Identified, "source" | "token"> | undefined,
+): Promise<CarriedPluginTokens> {
   const others: CarriedToken[] = [];
   let candidate: CarriedToken | undefined;
   let candidates = 0;

@@ -164,21 +164,39 @@ export class CachedLookup<V extends {}, C, S = undefined> {
   }
 
   /** The answer for `key`; `context` is what the question is built from, used on a miss only. */
-  async lookup(key: string, context: C): Promise<V> {
-    // A fresh entry is answered by get(), which costs a fraction of fetch(); anything else (absent,
-    // stale, unproven, in flight) goes through fetch(). A stale entry is left for fetch() to refresh.
-    const held = this.#cache.get(key, this.#getOptions);
-    // get() hands back the value an entry being asked again held ("fetching"), and invalidate()
-    // cannot drop such an entry (lru-cache's keys() skips it): that value may predate a change
-    // applied since, so its callers join the question in flight instead.
-    if (held !== undefined && this.#status.get === "hit" && this.#servable(held, context) && (this.#unswept.length === 0 || !this.#undropped(key, this.#status.start!))) {
-      publishCacheLookup(this.#metric, "hit");
-      return held instanceof Held ? held.value : held;
+  lookup(key: string, context: C): Promise<V> {
+    // Not an async function: a hit is one settled promise, without an async frame. What throws
+    // here (a scope's feed) still reaches the caller as a rejection.
+    let held: V | Held<V> | undefined;
+    try {
+      held = this.#cache.get(key, this.#getOptions);
+      if (held !== undefined && this.#status.get === "hit" && this.#servedFresh(key, held, context)) {
+        publishCacheLookup(this.#metric, "hit");
+        return Promise.resolve(held instanceof Held ? held.value : held);
+      }
+    } catch (error) {
+      return Promise.reject(error);
     }
+    return this.#fetched(key, context, held !== undefined);
+  }
+
+  /**
+   * A fresh entry is answered by get(), which costs a fraction of fetch(); anything else (absent,
+   * stale, unproven, in flight) goes through fetch(). A stale entry is left for fetch() to refresh.
+   * get() hands back the value an entry being asked again held ("fetching"), and invalidate()
+   * cannot drop such an entry (lru-cache's keys() skips it): that value may predate a change
+   * applied since, so its callers join the question in flight instead.
+   */
+  #servedFresh(key: string, held: V | Held<V>, context: C): boolean {
+    return this.#servable(held, context) && (this.#unswept.length === 0 || !this.#undropped(key, this.#status.start!));
+  }
+
+  /** An answer fetched: absent, stale, unproven or in flight. */
+  async #fetched(key: string, context: C, held: boolean): Promise<V> {
     const status: LRUCache.Status<string, V | Held<V>> = {};
     // An entry held but not servable is asked again (an entry in flight is still shared); a new
     // one is keyed by a flat copy of the key.
-    const answer = await this.#cache.fetch(held === undefined ? flatCopy(key) : key, { context, status, forceRefresh: held !== undefined });
+    const answer = await this.#cache.fetch(held ? key : flatCopy(key), { context, status, forceRefresh: held });
     publishCacheLookup(this.#metric, status.fetch);
     if (answer === undefined) throw new DependencyUnavailable(this.#dependency, `no ${this.#question} answer`);
     return answer instanceof Held ? answer.value : answer;

@@ -131,6 +131,17 @@ export function credentialHeadersTooLarge(headers: Readonly<Record<string, strin
 }
 
 /**
+ * Whether carriedTokens() holds nothing but the credential read from `readSource`: no cookie, no
+ * subprotocol, and Authorization absent or the carrier read — bearerToken() reads exactly one token
+ * there (a scheme, then one run without whitespace that is a compact JWS), so it holds no other.
+ * Nearly every request: nothing to split or verify.
+ */
+export function carriesNoOtherToken(headers: Readonly<Record<string, string>>, readSource: CredentialSource | undefined): boolean {
+  if (headers["cookie"] !== undefined || headers["sec-websocket-protocol"] !== undefined) return false;
+  return headers["authorization"] === undefined || readSource === "bearer";
+}
+
+/**
  * Every token the request carries wherever a Fundament service or a Kubernetes client library
  * could read one, whether or not the route reads it as its credential: each compact JWS in
  * Authorization (any scheme, any spelling, merged values too), each value of the named cookie

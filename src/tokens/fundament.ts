@@ -146,16 +146,26 @@ export class TokenVerifier {
     this.#shared = new SharedStrings(2 * options.cacheMaxEntries);
   }
 
-  /** Throws DependencyUnavailable when the JWKS cannot be fetched: a 503, never an allow. */
-  async verify(token: string): Promise<VerifyResult> {
-    const key = hash("sha256", token, "binary");
-    const cached = this.#verified.get(key);
-    const held = cached instanceof PublicKeyVerified ? cached.claims : cached;
-    if (held !== undefined && held.exp * 1000 > this.#now()) {
-      publishCacheLookup("verified_token", "hit");
-      publishTokenVerified(cached instanceof PublicKeyVerified ? cached.alg : "HS256", held.type);
-      return { ok: true, claims: held };
+  /** Rejects with DependencyUnavailable when the JWKS cannot be fetched: a 503, never an allow. */
+  verify(token: string): Promise<VerifyResult> {
+    // Not an async function: a token verified before is one settled promise, without an async frame.
+    let key: string;
+    try {
+      key = hash("sha256", token, "binary");
+      const cached = this.#verified.get(key);
+      const held = cached instanceof PublicKeyVerified ? cached.claims : cached;
+      if (held !== undefined && held.exp * 1000 > this.#now()) {
+        publishCacheLookup("verified_token", "hit");
+        publishTokenVerified(cached instanceof PublicKeyVerified ? cached.alg : "HS256", held.type);
+        return Promise.resolve({ ok: true, claims: held });
+      }
+    } catch (error) {
+      return Promise.reject(error);
     }
+    return this.#verifyUncached(token, key);
+  }
+
+  async #verifyUncached(token: string, key: string): Promise<VerifyResult> {
     publishCacheLookup("verified_token", "miss");
     const alg = algorithmOf(token);
     if (alg === undefined) return { ok: false, detail: "no readable alg in the token's header" };

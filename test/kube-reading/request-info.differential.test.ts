@@ -34,6 +34,7 @@ import { FakeWorld } from "../support/fakes.ts";
 import { testConfig } from "../support/server.ts";
 import { ids, pluginToken } from "../support/tokens.ts";
 import { startOracle, type Oracle, type OracleAnswer } from "./requestinfo-oracle.ts";
+import { prng } from "../support/prng.ts";
 
 const CASES = Number(process.env["DIFFERENTIAL_CASES"] ?? 200_000);
 const SEED = Number(process.env["DIFFERENTIAL_SEED"] ?? Math.floor(Math.random() * 2 ** 31));
@@ -61,17 +62,6 @@ const pathOf = (c: Case) => `/${c.segments.join("/")}${c.trailingSlash ? "/" : "
 const rawQueryOf = (c: Case) => c.query?.map((p) => p.text.repeat(p.times)).join("");
 const targetOf = (c: Case) => (c.query === undefined ? pathOf(c) : `${pathOf(c)}?${rawQueryOf(c)}`);
 
-/** mulberry32: small, seeded, good enough to spread cases. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class Gen {
   private readonly random: () => number;

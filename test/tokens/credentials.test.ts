@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import {
   bearerToken,
   carriedTokens,
+  carriesNoOtherToken,
   credentialHeadersTooLarge,
   cookieCredentialAllowed,
   cookieToken,
@@ -11,6 +12,7 @@ import {
   withoutCookie,
   withoutWebsocketBearer,
 } from "../../src/tokens/credentials.ts";
+import { prng } from "../support/prng.ts";
 
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
 
@@ -183,5 +185,45 @@ describe("credentialHeadersTooLarge: Authorization, Cookie and Sec-WebSocket-Pro
     { name: "other headers do not count", headers: { "x-padding": "x".repeat(100 * KIB), cookie: "a=b" }, tooLarge: false },
   ])("$name", ({ headers, tooLarge }) => {
     expect(credentialHeadersTooLarge(headers)).toBe(tooLarge);
+  });
+});
+
+describe("carriesNoOtherToken: the common request, where the other carriers need no split", () => {
+  const A = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnYQ";
+  it.each<{ name: string; headers: Record<string, string>; read: "bearer" | "cookie" | undefined; expected: boolean }>([
+    { name: "nothing carried", headers: {}, read: undefined, expected: true },
+    { name: "Authorization, read", headers: { authorization: `Bearer ${A}` }, read: "bearer", expected: true },
+    { name: "Authorization, not read (refused, or not accepted here)", headers: { authorization: `Bearer ${A}` }, read: undefined, expected: false },
+    { name: "Authorization beside the cookie read", headers: { authorization: `Bearer ${A}`, cookie: `fundament_auth=${A}` }, read: "cookie", expected: false },
+    { name: "any cookie", headers: { authorization: `Bearer ${A}`, cookie: "theme=dark" }, read: "bearer", expected: false },
+    { name: "any subprotocol", headers: { authorization: `Bearer ${A}`, "sec-websocket-protocol": "v5.channel.k8s.io" }, read: "bearer", expected: false },
+  ])("$name", ({ headers, read, expected }) => {
+    expect(carriesNoOtherToken(headers, read)).toBe(expected);
+  });
+
+  // The claim it rests on, against carriedTokens itself: where bearerToken() reads a token and no
+  // other carrier is present, Authorization holds that token and no other, whatever its spelling.
+  it("agrees with carriedTokens on 100,000 generated Authorization values (seed 55)", () => {
+    const next = prng(55);
+    const pick = <T,>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]!;
+    const part = {
+      lead: ["", " ", "\t", " \t ", "\v", ",", "\u00a0"],
+      scheme: ["Bearer", "bearer", "BEARER", "Basic", "Bear er", "", "a.b.c"],
+      gap: [" ", "   ", "\t", ", ", "\u00a0", ""],
+      token: [A, `${A},${A}`, `${A} ${A}`, `${A}\t${A}`, `${A}\v${A}`, `${A}\u2028${A}`, "a.b", "a.b.c.d", `${A}.`, `${A}=`],
+      trail: ["", " ", "\t", " \t", ",", ", x.y.z", "\u00a0", "\n"],
+    };
+    let read = 0;
+    for (let i = 0; i < 100_000; i++) {
+      const authorization = pick(part.lead) + pick(part.scheme) + pick(part.gap) + pick(part.token) + pick(part.trail);
+      const headers = { authorization };
+      const found = bearerToken(headers);
+      const source = found.kind === "found" ? "bearer" : undefined;
+      if (!carriesNoOtherToken(headers, source)) continue;
+      read += 1;
+      expect([...carriedTokens(headers, "fundament_auth")], JSON.stringify(authorization)).toEqual([{ source: "bearer", token: (found as { token: string }).token }]);
+    }
+    // The generator reaches the fast path, or the test shows nothing.
+    expect(read).toBeGreaterThan(300);
   });
 });

@@ -132,19 +132,29 @@ async function otherCarriers(request: HttpRequest, identity: Identified | Deny, 
   return carried.plugin.source === "cookie" || identity.kind !== "deny" ? deny("wrong-audience", "the token is not accepted here") : identity;
 }
 
+/** Gate 6's verdict, reached before any gate (the index is read synchronously), or the error it threw there. */
+type EarlyVerdict = { readonly read: true; readonly verdict: InstallationVerdict } | { readonly read: false; readonly error: unknown };
+
 /**
  * The request carries a PluginToken: it is audited on every outcome, with the index's pin at request
- * time. The installation looked up for that pin, and whether it is usable, are gate 6's, prefetched:
- * unsynced, it rejects (the pin then unknown, "") and is read only at gate 6.
+ * time. The installation looked up for that pin, and whether it is usable, are gate 6's, read now:
+ * unsynced, the index throws (the pin then unknown, "") and the error is rethrown at gate 6.
  */
-function auditPluginToken(trail: AuditTrail, claims: PluginClaims, deps: KubeApiProxyDeps): Promise<InstallationVerdict> {
+function auditPluginToken(trail: AuditTrail, claims: PluginClaims, deps: KubeApiProxyDeps): EarlyVerdict {
   trail.pluginToken = claims;
-  return prefetch(async () => {
-    // Runs now, before the first await: the pin is in the trail before any gate.
+  try {
     const found = tokenInstallation(claims, deps);
     trail.pinnedDefinitionHash = found?.definitionHash ?? "";
-    return installationVerdict(found, claims, deps.allowUnpinned);
-  });
+    return { read: true, verdict: installationVerdict(found, claims, deps.allowUnpinned) };
+  } catch (error) {
+    return { read: false, error };
+  }
+}
+
+/** The verdict auditPluginToken() read; its error, thrown where gate 6 reports it. */
+function verdictAtGate6(early: EarlyVerdict): InstallationVerdict {
+  if (!early.read) throw early.error;
+  return early.verdict;
 }
 
 /**
@@ -208,7 +218,7 @@ async function pluginRequest(
   clusterId: string,
   kube: KubeRequest,
   claims: PluginClaims,
-  installation: Promise<InstallationVerdict>,
+  installation: EarlyVerdict,
   deps: KubeApiProxyDeps,
 ): Promise<Decision> {
   // Gate 1, aud=fundament-plugin: identifyFundamentCaller() accepted the token as a PluginToken.
@@ -234,12 +244,10 @@ async function pluginRequest(
     known && readable ? allAllowed(deps.userAccess, clusterId, claims.sub, reviewAttributes(kube.info, request)) : NOT_ASKED,
   );
   const pluginToken = prefetch(() => {
-    if (!readable) return NO_TOKEN;
-    return installation.then((verdict) => {
-      if (verdict.kind !== "usable") return undefined;
-      const sa = pluginServiceAccount(claims.installationName);
-      return deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, verdict.installation.uid);
-    });
+    // Nothing is minted for an installation gate 6 refuses (or cannot read).
+    if (!readable || !installation.read || installation.verdict.kind !== "usable") return NO_TOKEN;
+    const sa = pluginServiceAccount(claims.installationName);
+    return deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name, installation.verdict.installation.uid);
   });
 
   // Gate 3: OpenFGA can_view on (user, cluster).
@@ -254,7 +262,7 @@ async function pluginRequest(
   // Gate 5: SubjectAccessReview on the target cluster for the user's per-user ServiceAccount.
   if (!traceVerdict("user-sar", await userMay)) return deny("user-sar-denied", "the user may not do this");
   // Gate 6: resolve (cluster, installation_id) → plugin ServiceAccount from the PluginInstallation index.
-  const unavailable = installationDenial(await installation, claims, { ...deps, policy: "kube-api-proxy" });
+  const unavailable = installationDenial(verdictAtGate6(installation), claims, { revocations: deps.revocations, policy: "kube-api-proxy" });
   if (unavailable !== undefined) return unavailable;
   const saToken = await pluginToken;
   trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
