@@ -1,6 +1,6 @@
 /**
  * envoy.service.auth.v3.CheckResponse as portcullis builds it: field names and types exactly the
- * proto's, so it is encoded as built (check-response-wire.ts). authz/check-response.ts fills it.
+ * proto's, so protobufjs encodes it as built (protos.ts checkService). authz/check-response.ts fills it.
  */
 /**
  * envoy.config.core.v3.HeaderValueOption.HeaderAppendAction OVERWRITE_IF_EXISTS_OR_ADD: replace

@@ -5,8 +5,6 @@ import * as grpc from "@grpc/grpc-js";
 // bundled well-known types, which externalAuthRoot() relies on.
 import * as protoLoader from "@grpc/proto-loader";
 import protobuf from "protobufjs";
-import type { CheckResponseMessage } from "./check-response-message.ts";
-import { encodeCheckResponse } from "./check-response-wire.ts";
 
 /** Include root of the vendored protos: `import "envoy/..."` resolves from here. */
 export const PROTO_ROOT = resolve(import.meta.dirname, "../../protos/envoy");
@@ -105,12 +103,7 @@ let checkDefinition: grpc.ServiceDefinition | undefined;
  * to proto-loader's reading byte for byte.
  */
 export function checkService(): grpc.ServiceDefinition {
-  if (checkDefinition === undefined) {
-    const definition = protobufService(externalAuthRoot(), "envoy.service.auth.v3.Authorization");
-    // The answer written directly (check-response-wire.ts): protobufjs's writer allocated an object per field.
-    const check = definition["Check"]!;
-    checkDefinition = { ...definition, Check: { ...check, responseSerialize: (message: CheckResponseMessage) => encodeCheckResponse(message) } };
-  }
+  checkDefinition ??= protobufService(externalAuthRoot(), "envoy.service.auth.v3.Authorization");
   return checkDefinition;
 }
 
