@@ -72,7 +72,7 @@ export function createAuditedCheck(options: CheckerOptions): AuditedCheck {
     }
     const seconds = Number(process.hrtime.bigint() - check.started) / 1e9;
     publishDecision(check.policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
-    if (decision.kind === "allow" && decision.bound !== undefined) publishBoundedStream(decision.bound.kind);
+    if (decision.kind === "allow" && decision.bound !== undefined) publishBoundedStream(check.policyName, decision.bound.kind);
     if (decision.kind === "deny" && logger.isLevelEnabled("debug")) {
       logger.debug({ policy: check.policyName, reason: decision.reason, request_id: check.requestId, ...decision.logged }, "denied");
     }

@@ -28,16 +28,25 @@ export interface StreamLimits {
 export function streamBound(request: Pick<HttpRequest, "query" | "rawQuery">, info: RequestInfo, limits: StreamLimits): StreamBound | Deny | undefined {
   const kind = streamKindOf(info);
   if (kind === undefined) return undefined;
-  // Whole seconds left, rounded down: a bound never passes the token's expiry.
-  const remaining = Math.floor((limits.tokenExp * 1000 - limits.nowMs) / 1000);
-  // Accepted within the clock tolerance, or a second from expiry: 401, the client mints a fresh one.
-  if (remaining < 1) return deny("invalid-token", "the token expires before a stream could start");
-  if (kind === "stream") return { kind: "stream-duration", seconds: remaining };
+  const untilExpiry = endsByTokenExpiry(limits.tokenExp, limits.nowMs);
+  if (kind === "stream" || untilExpiry.kind === "deny") return untilExpiry;
+  const remaining = untilExpiry.seconds;
   const ceiling = limits.watchMaxSeconds === undefined ? remaining : Math.min(remaining, limits.watchMaxSeconds);
   const seconds = watchTimeoutToSet(askedWatchDuration(request.query), ceiling);
   if (seconds === undefined) return undefined;
   if (!rewrittenAsReviewed(request, String(seconds))) return deny("bad-request", "the watch's query cannot be bounded as sent");
   return { kind: "watch-timeout", seconds };
+}
+
+/**
+ * A stream Envoy ends at the token's expiry (`x-envoy-upstream-stream-duration-ms`): its remaining
+ * lifetime in whole seconds, rounded down so the bound never passes it. Accepted within the clock
+ * tolerance, or a second from expiry, a token opens no stream: 401, the client mints a fresh one.
+ */
+export function endsByTokenExpiry(tokenExp: number, nowMs: number): StreamBound | Deny {
+  const remaining = Math.floor((tokenExp * 1000 - nowMs) / 1000);
+  if (remaining < 1) return deny("invalid-token", "the token expires before a stream could start");
+  return { kind: "stream-duration", seconds: remaining };
 }
 
 /**

@@ -85,16 +85,17 @@ export function publishRevoked(policy: string, scope: string): void {
   if (revokedRequests.hasSubscribers) revokedRequests.publish({ policy, scope } satisfies RevokedRequest);
 }
 
-/** An allowed stream bounded so it ends in time (issue 54). */
+/** An allowed request bounded so it ends in time (issue 54): a kube-api-proxy stream, any plugin-proxy request. */
 export interface BoundedStream {
+  readonly policy: string;
   /** `watch-timeout` (the watch's timeoutSeconds set) or `stream-duration` (Envoy ends the stream). */
   readonly kind: string;
 }
 
 export const boundedStreams = channel("portcullis:bounded-stream");
 
-export function publishBoundedStream(kind: string): void {
-  if (boundedStreams.hasSubscribers) boundedStreams.publish({ kind } satisfies BoundedStream);
+export function publishBoundedStream(policy: string, kind: string): void {
+  if (boundedStreams.hasSubscribers) boundedStreams.publish({ policy, kind } satisfies BoundedStream);
 }
 
 /** A Fundament token accepted: which algorithm signed it (HS256 or authn-api's asymmetric key), per token type. */

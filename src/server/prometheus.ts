@@ -327,12 +327,13 @@ export function createMetrics(sources: MetricSources): Registry {
   });
   const bounded = new Counter({
     name: "portcullis_bounded_streams_total",
-    help: "Allowed kube-api-proxy streams bounded to end in time, by how: watch-timeout (the watch's timeoutSeconds set) or stream-duration (Envoy ends it at the token's expiry)",
-    labelNames: ["kind"],
+    help: "Allowed requests bounded to end in time (kube-api-proxy's streams, every plugin-proxy request), by policy and how: watch-timeout (the watch's timeoutSeconds set) or stream-duration (Envoy ends it at the token's expiry)",
+    labelNames: ["policy", "kind"],
     registers: [registry],
   });
   subscribe("portcullis:bounded-stream", (message) => {
-    bounded.inc({ kind: (message as BoundedStream).kind });
+    const m = message as BoundedStream;
+    bounded.inc({ policy: m.policy, kind: m.kind });
   });
   // Per accepted token, cache hits included: the HS256 → asymmetric migration is watched draining here.
   const verifiedCounts = new LabelledCounts<"alg", "type">("alg", "type");

@@ -8,6 +8,9 @@
  *
  * The upstream is not in the URL: on allow, headers tell Envoy which cluster, namespace and Service
  * the request goes to, and the caller's own credential is removed (it never reaches a plugin pod).
+ * Nothing in a request says whether its answer streams (a WebSocket, server-sent events, a long
+ * download), so every allowed request is bounded as kube-api-proxy bounds exec: Envoy ends it at the
+ * token's expiry, and a revoked plugin or a user who lost the cluster keeps no stream past it.
  */
 import { allow, type Decision, deny } from "../decision.ts";
 import { identifyFundamentCaller, type AcceptedCredentials } from "../fundament-identity.ts";
@@ -17,6 +20,7 @@ import { trace, traceVerdict } from "../trace.ts";
 import type { ClusterViewCheck, InstallationLookup, KnownClusters } from "../../ports/policy-ports.ts";
 import { installationDenial, installationVerdict } from "../installation.ts";
 import { revokedDenial, tokenSubject } from "../revocation-gate.ts";
+import { endsByTokenExpiry } from "../stream-bound.ts";
 import type { RevocationList } from "../../kube-watch/revocations.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
@@ -34,6 +38,8 @@ export interface PluginProxyDeps {
   readonly allowUnpinned: boolean;
   /** Where the plugin-controller listens on every cluster. */
   readonly controller: { readonly namespace: string; readonly service: string };
+  /** The clock streams are bounded on (the token's remaining lifetime); Date.now by default. */
+  readonly now?: () => number;
 }
 
 /** Headers portcullis sets for Envoy's routing and for the upstream; the client's own are always replaced. */
@@ -98,7 +104,7 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       // Routing, not a seed gate: the upstream is named after the installation, so it must still be the
       // one the token was minted for (a reinstall under the same name has a new uid) and not be going away.
       const installation = installationVerdict(deps.installations.byUid(claims.clusterId, claims.installationId), claims, deps.allowUnpinned);
-      const unavailable = installationDenial(installation, claims, { ...deps, policy: "plugin-proxy" });
+      const unavailable = installationDenial(installation, claims, { revocations: deps.revocations, policy: "plugin-proxy" });
       if (unavailable !== undefined) return unavailable;
 
       const upstream =
@@ -108,6 +114,8 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       // A static cluster's routes hold its domain; a registered one's comes from its Secret, and
       // without one (or for a static cluster) a client's copy of the header is removed like any x-fundament-*.
       const domain = deps.clusters.serviceDomainOf?.(claims.clusterId);
+      const bound = endsByTokenExpiry(claims.exp, (deps.now ?? Date.now)());
+      if (bound.kind === "deny") return bound;
       // The caller's credential never reaches a plugin pod, wherever it was carried.
       const ws = websocketBearerDropped(request.headers);
       return allow(
@@ -123,6 +131,7 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
           },
           remove: ["authorization", "cookie", ...ws.remove],
         }),
+        bound,
       );
     },
   };

@@ -500,7 +500,7 @@ describe("streams end in time (issue 54): the CheckResponse as Envoy's protos de
   it("log follow and port-forward: Envoy ends them at the token's expiry; a list is left alone; the metric counts each bounded stream", async () => {
     const metric = async () => {
       const text = await (await fetch(`http://127.0.0.1:${server.server.adminPort}/metrics`)).text();
-      const line = (kind: string) => Number(new RegExp(`^portcullis_bounded_streams_total\\{kind="${kind}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
+      const line = (kind: string) => Number(new RegExp(`^portcullis_bounded_streams_total\\{policy="kube-api-proxy",kind="${kind}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
       return { watch: line("watch-timeout"), stream: line("stream-duration") };
     };
     const before = await metric();

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FakeWorld, installation } from "../../support/fakes.ts";
 import { requestModeEnabled } from "../../support/request-mode.ts";
 import { startTestServer, type TestServer } from "../../support/server.ts";
+import { nowSeconds } from "../../support/jwt-craft.ts";
 import { ids, pluginToken, userToken } from "../../support/tokens.ts";
 
 let world: FakeWorld;
@@ -42,6 +43,8 @@ describe("plugin-proxy", () => {
         "x-fundament-upstream-service": "plugin-cert-manager",
         "x-fundament-user-id": ids.user,
         "x-fundament-installation-id": ids.installation,
+        // Ended by Envoy at the token's expiry (900 s minted; whole seconds, rounded down).
+        "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(899|900)000$/),
       },
       appendActions: ["OVERWRITE_IF_EXISTS_OR_ADD"],
       removed: ["authorization", "cookie", "x-konfidence-roles"],
@@ -59,6 +62,23 @@ describe("plugin-proxy", () => {
       const res = await proxy(path, smuggled);
       expect(res).toMatchObject({ allowed: true, set: { "x-fundament-cluster-id": ids.cluster, "x-fundament-upstream-domain": "svc.registered.example" } });
     }
+  });
+
+  it("ends every allowed request by the token's expiry (a WebSocket, events, a long answer), whatever the client asked; a token a second from expiry opens nothing", async () => {
+    const metric = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${server.server.adminPort}/metrics`)).text();
+      return Number(/^portcullis_bounded_streams_total\{policy="plugin-proxy",kind="stream-duration"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await metric();
+    const upgrade = { connection: "Upgrade", upgrade: "websocket", "x-envoy-upstream-stream-duration-ms": "86400000" };
+    const short = await proxy(runtime, { ...(await bearer(pluginToken({}, { exp: nowSeconds() + 120 }))), ...upgrade });
+    expect(short).toMatchObject({ allowed: true, set: { "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(119|120)000$/) } });
+    const controller = await proxy(`/installations/${ids.installation}/controller/events`, { ...(await bearer(pluginToken({}, { exp: nowSeconds() + 30 }))), accept: "text/event-stream" });
+    expect(controller).toMatchObject({ allowed: true, set: { "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(29|30)000$/) } });
+    expect(await metric()).toBe(before + 2);
+    // Within the clock tolerance of its expiry: accepted by verification, but no stream can start.
+    const expiring = await proxy(runtime, await bearer(pluginToken({}, { exp: nowSeconds() })));
+    expect(expiring).toMatchObject({ allowed: false, http: 401, reason: "invalid-token" });
   });
 
   it("routes the controller route to the configured plugin-controller", async () => {
