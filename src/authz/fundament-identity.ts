@@ -82,8 +82,6 @@ export interface CarriedPluginTokens {
   readonly plugin: CarriedPluginToken | undefined;
   /** More than MAX_CARRIED_TOKENS tokens: the request is to be refused, whatever `plugin` is. */
   readonly tooMany: boolean;
-  /** The carriers exceed MAX_CREDENTIAL_HEADERS_LENGTH: refused unread (`plugin` undefined, `tooMany` false). */
-  readonly tooLarge: boolean;
   /**
    * Tokens other than the one read whose unverified payload names the plugin audience. Past
    * MAX_CARRIED_TOKENS only the first is verified: the count says in the decision's trace that a
@@ -99,7 +97,8 @@ export interface CarriedPluginTokens {
  * credential, the one the route accepts; the services behind and a probing plugin are not bound
  * by that choice, so a PluginToken anywhere else must be found too. Rejects as verify() does.
  *
- * Carriers over MAX_CREDENTIAL_HEADERS_LENGTH together are refused before they are split. Up to
+ * Carriers over MAX_CREDENTIAL_HEADERS_LENGTH together are not read: identifyFundamentCaller(),
+ * which every policy runs first, refuses such a request, and nothing here splits them. Up to
  * MAX_CARRIED_TOKENS tokens, each is verified. Past it the request is refused, but a plugin must not
  * probe unaudited by stuffing tokens: exactly one is verified, the first whose unverified payload
  * names the plugin audience, never one per stuffed value. A forged candidate put before the real one
@@ -111,14 +110,12 @@ export function carriedPluginToken(
   verifier: TokenVerifier,
   read?: Pick<Identified, "source" | "token">,
 ): Promise<CarriedPluginTokens> {
-  if (credentialHeadersTooLarge(headers)) return TOO_LARGE;
-  if (carriesNoOtherToken(headers, read?.source)) return NONE_CARRIED;
+  if (credentialHeadersTooLarge(headers) || carriesNoOtherToken(headers, read?.source)) return NONE_CARRIED;
   return verifiedCarriers(headers, verifier, read);
 }
 
-/** Settled once and shared: the answers that read nothing. */
-const TOO_LARGE: Promise<CarriedPluginTokens> = Promise.resolve(Object.freeze({ plugin: undefined, tooMany: false, tooLarge: true, pluginAudienceCandidates: 0 }));
-const NONE_CARRIED: Promise<CarriedPluginTokens> = Promise.resolve(Object.freeze({ plugin: undefined, tooMany: false, tooLarge: false, pluginAudienceCandidates: 0 }));
+/** Settled once and shared: the answer that reads nothing. */
+const NONE_CARRIED: Promise<CarriedPluginTokens> = Promise.resolve(Object.freeze({ plugin: undefined, tooMany: false, pluginAudienceCandidates: 0 }));
 
 async function verifiedCarriers(
   headers: Readonly<Record<string, string>>,
@@ -140,7 +137,7 @@ async function verifiedCarriers(
     }
   }
   const tooMany = count > MAX_CARRIED_TOKENS;
-  const outcome = { tooMany, tooLarge: false, pluginAudienceCandidates: candidates };
+  const outcome = { tooMany, pluginAudienceCandidates: candidates };
   for (const { source, token } of tooMany ? (candidate === undefined ? [] : [candidate]) : others) {
     const verified = await verifier.verify(token);
     if (verified.ok && verified.claims.type === "plugin") return { plugin: { source, claims: verified.claims }, ...outcome };

@@ -124,7 +124,6 @@ async function otherCarriers(request: HttpRequest, identity: Identified | Deny, 
   const read = identity.kind === "deny" ? undefined : identity;
   const carried = await carriedPluginToken(request.headers, deps.tokens, read);
   // Traced only when they matter: nearly every request carries one credential.
-  if (carried.tooLarge) return deny("invalid-token", "credential headers too large");
   if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", otherCarriersTrace(carried));
   if (carried.plugin !== undefined && trail.pluginToken === undefined) auditPluginToken(trail, carried.plugin.claims, deps);
   if (carried.tooMany) return tooManyCredentials(carried);

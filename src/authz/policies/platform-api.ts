@@ -92,7 +92,6 @@ async function otherCarriers(
 ): Promise<Decision | undefined> {
   const carried = await carriedPluginToken(request.headers, deps.tokens, read);
   // Traced only when they matter: nearly every request carries one credential.
-  if (carried.tooLarge) return deny("invalid-token", "credential headers too large");
   if (carried.tooMany || carried.plugin !== undefined) trace("other-carriers", otherCarriersTrace(carried));
   if (carried.plugin !== undefined) return replayRefused(request, service, carried.plugin.source, carried.plugin.claims, trail);
   return carried.tooMany ? tooManyCredentials(carried) : undefined;
