@@ -43,8 +43,8 @@ describe("plugin-proxy", () => {
         "x-fundament-upstream-service": "plugin-cert-manager",
         "x-fundament-user-id": ids.user,
         "x-fundament-installation-id": ids.installation,
-        // Ended by Envoy at the token's expiry (900 s minted; whole seconds, rounded down).
-        "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(899|900)000$/),
+        // Ended by Envoy at the token's expiry (900 s minted; whole seconds left, rounded down, on a machine that may be busy).
+        "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(89[5-9]|900)000$/),
       },
       appendActions: ["OVERWRITE_IF_EXISTS_OR_ADD"],
       removed: ["authorization", "cookie", "x-konfidence-roles"],
@@ -71,10 +71,15 @@ describe("plugin-proxy", () => {
     };
     const before = await metric();
     const upgrade = { connection: "Upgrade", upgrade: "websocket", "x-envoy-upstream-stream-duration-ms": "86400000" };
-    const short = await proxy(runtime, { ...(await bearer(pluginToken({}, { exp: nowSeconds() + 120 }))), ...upgrade });
-    expect(short).toMatchObject({ allowed: true, set: { "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(119|120)000$/) } });
-    const controller = await proxy(`/installations/${ids.installation}/controller/events`, { ...(await bearer(pluginToken({}, { exp: nowSeconds() + 30 }))), accept: "text/event-stream" });
-    expect(controller).toMatchObject({ allowed: true, set: { "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^(29|30)000$/) } });
+    // Whole seconds left when checked, rounded down: up to `slack` seconds may pass on a busy machine.
+    const endsWithin = (res: Awaited<ReturnType<typeof proxy>>, lifetime: number, slack = 5) => {
+      expect(res).toMatchObject({ allowed: true, set: { "x-envoy-upstream-stream-duration-ms": expect.stringMatching(/^\d+000$/) } });
+      const seconds = res.allowed ? Number(res.set["x-envoy-upstream-stream-duration-ms"]) / 1000 : Number.NaN;
+      expect(seconds).toBeLessThanOrEqual(lifetime);
+      expect(seconds).toBeGreaterThanOrEqual(lifetime - slack);
+    };
+    endsWithin(await proxy(runtime, { ...(await bearer(pluginToken({}, { exp: nowSeconds() + 120 }))), ...upgrade }), 120);
+    endsWithin(await proxy(`/installations/${ids.installation}/controller/events`, { ...(await bearer(pluginToken({}, { exp: nowSeconds() + 30 }))), accept: "text/event-stream" }), 30);
     expect(await metric()).toBe(before + 2);
     // Within the clock tolerance of its expiry: accepted by verification, but no stream can start.
     const expiring = await proxy(runtime, await bearer(pluginToken({}, { exp: nowSeconds() })));
