@@ -38,8 +38,6 @@ export interface PluginProxyDeps {
   readonly allowUnpinned: boolean;
   /** Where the plugin-controller listens on every cluster. */
   readonly controller: { readonly namespace: string; readonly service: string };
-  /** The clock streams are bounded on (the token's remaining lifetime); Date.now by default. */
-  readonly now?: () => number;
 }
 
 /** Headers portcullis sets for Envoy's routing and for the upstream; the client's own are always replaced. */
@@ -114,7 +112,7 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       // A static cluster's routes hold its domain; a registered one's comes from its Secret, and
       // without one (or for a static cluster) a client's copy of the header is removed like any x-fundament-*.
       const domain = deps.clusters.serviceDomainOf?.(claims.clusterId);
-      const bound = endsByTokenExpiry(claims.exp, (deps.now ?? Date.now)());
+      const bound = endsByTokenExpiry(claims.exp, Date.now());
       if (bound.kind === "deny") return bound;
       // The caller's credential never reaches a plugin pod, wherever it was carried.
       const ws = websocketBearerDropped(request.headers);
