@@ -33,6 +33,8 @@ import { type CheckResponse, summarize } from "../test/support/envoy.ts";
 import { freeAddresses, MAIN, NODE, type PortcullisAddresses } from "../test/support/portcullis-process.ts";
 import { pluginClaims, SECRET, sign } from "../test/support/tokens.ts";
 import { BENCH_CLUSTER, BENCH_TOKEN_SECONDS, benchUuid, envoyCheck, PINNED, userId } from "./workload.ts";
+// Seeded: both modes get the same requests in the same order.
+import { prng } from "../test/support/prng.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -65,18 +67,6 @@ const TTL_ONLY_SAFETY_NET_MS = 2_000;
 
 // ---------------------------------------------------------------------------------------------
 // The workload: users in projects, installations they use, a handful of Kubernetes requests each.
-
-/** Deterministic, so both modes get the same requests in the same order. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const team = (i: number) => `team-${i % PROJECTS}`;
 const installationName = (k: number) => `tool-${k}`;
@@ -112,7 +102,7 @@ interface Client {
  * Zipf-popular (s = 1), and so are a user's requests.
  */
 function buildClients(): Client[] {
-  const random = mulberry32(45);
+  const random = prng(45);
   const zipfPick = (n: number) => {
     const total = Array.from({ length: n }, (_, k) => 1 / (k + 1)).reduce((a, b) => a + b, 0);
     let r = random() * total;
@@ -141,7 +131,7 @@ function buildClients(): Client[] {
 
 /** The client of every send, in order: the same sequence for every run. */
 function schedule(clients: readonly Client[], count: number): Uint32Array {
-  const random = mulberry32(4545);
+  const random = prng(4545);
   const cumulative = new Float64Array(clients.length);
   let sum = 0;
   clients.forEach((c, i) => (cumulative[i] = sum += c.weight));
