@@ -67,7 +67,8 @@ export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--heap
  * middle of its heap back only on malloc_trim(), which nothing in Node calls: after bench/memory.ts's
  * 100,000 cold checks, ~30 MiB of what they allocated outside V8 stayed resident as holes, for good.
  * jemalloc purges pages it no longer uses after ~10 s (its decay), and its background thread does
- * so while no allocation happens, i.e. on an idle server too. bench/memory.ts, one process each, in
+ * so while no allocation happens, i.e. on an idle server too (under CPU contention jemalloc 5.3 can
+ * leave part of them for over a minute: test/deploy/jemalloc.test.ts). bench/memory.ts, one process each, in
  * one batch: idle once quiet 139.3 → 126.6 MiB RSS, 60 s after the fill 206.3 → 185.8 MiB, fill CPU
  * 117.7 → 118.8 s. Preloaded by name, so the dynamic loader finds it where the system keeps it (the
  * image; scripts/deps/install.sh installs it for `npm test` and the benchmark); where it is missing

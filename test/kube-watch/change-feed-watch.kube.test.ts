@@ -5,7 +5,8 @@
  * (--experimental-watch-progress-notify-interval; its 3.4.23 predates progress requests): that is how
  * the watch cache hears of revisions of a quiet resource (change-feed-watch.ts):
  *  - what the server offers: a quorum read's resourceVersion, and a bookmark 2 s before a watch's
- *    timeout that reaches it — so the proof advances every few seconds on a quiet cluster;
+ *    timeout that reaches it, this watch's or the next's — so the proof advances every few seconds
+ *    on a quiet cluster;
  *  - a backlog the server cuts at a watch's timeout (a slow reading side), with a RoleBinding
  *    deletion behind it: no allow past the short TTL (the proof before issue 52 served one);
  *  - a RoleBinding deleted in one namespace drops that namespace's answers only, at once; a
@@ -118,7 +119,11 @@ afterAll(async () => {
 });
 
 describe("what kube-apiserver offers a quiet watch", () => {
-  it("a quorum read of one key reads etcd's current revision, and a watch of timeoutSeconds=3 delivers a bookmark reaching it", async () => {
+  // The watch cache hears of R only by an etcd progress notification (every second here), and a
+  // watch of 3 s carries one bookmark, about 1 s in: on a loaded machine the notification can land
+  // after it, and the next watch's bookmark reaches R. That is the bound the proof relies on: within
+  // two watches (a cycle, and the bookmark within the next; cluster-change-feeds' ~5 s lag).
+  it("a quorum read of one key reads etcd's current revision, and a bookmark reaches it within two watches of timeoutSeconds=3", { timeout: 20_000 }, async () => {
     const selector = encodeURIComponent(quorumReadSelector(false));
     const { json: listed } = await rawRequest(api, "GET", `${RBAC}/clusterrolebindings?limit=1`, undefined);
     // Something else written since the list: without it the read would find the list's own revision (proven at once).
@@ -129,20 +134,26 @@ describe("what kube-apiserver offers a quiet watch", () => {
     // A ConfigMap's revision, read on ClusterRoleBindings: one counter for every key.
     expect(BigInt(quorum)).toBeGreaterThanOrEqual(writtenAt);
     expect((read as { items: unknown[] }).items).toEqual([]);
-    const heard: Array<{ type: string; resourceVersion: string; ms: number }> = [];
+    const heard: Array<{ watch: number; type: string; resourceVersion: string; ms: number }> = [];
     const sent = performance.now();
-    const ended = await new Promise<{ err: unknown; ms: number }>((resolve) => {
-      void new Watch(kubeConfig(api)).watch(
-        `${RBAC}/clusterrolebindings`,
-        { resourceVersion: (listed as { metadata: { resourceVersion: string } }).metadata.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS },
-        (type, obj: { metadata?: { resourceVersion?: string } }) => heard.push({ type, resourceVersion: obj.metadata?.resourceVersion ?? "", ms: performance.now() - sent }),
-        (err) => resolve({ err, ms: performance.now() - sent }),
-      );
-    });
-    expect(ended.err).toBeNull();
+    let from = (listed as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+    for (let watch = 1; watch <= 2 && !heard.some((h) => BigInt(h.resourceVersion) >= BigInt(quorum)); watch++) {
+      const started = performance.now();
+      const ended = await new Promise<{ err: unknown; ms: number }>((resolve) => {
+        void new Watch(kubeConfig(api)).watch(
+          `${RBAC}/clusterrolebindings`,
+          { resourceVersion: from, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS },
+          (type, obj: { metadata?: { resourceVersion?: string } }) => heard.push({ watch, type, resourceVersion: obj.metadata?.resourceVersion ?? "", ms: performance.now() - sent }),
+          (err) => resolve({ err, ms: performance.now() - started }),
+        );
+      });
+      expect(ended.err).toBeNull();
+      from = heard.at(-1)?.resourceVersion ?? from;
+    }
     expect(heard.every((h) => h.type === "BOOKMARK")).toBe(true);
     const reaching = heard.find((h) => BigInt(h.resourceVersion) >= BigInt(quorum));
-    expect(reaching?.ms).toBeLessThan(WATCH_TIMEOUT_SECONDS * 1_000);
+    expect(reaching, JSON.stringify({ quorum, heard })).toBeDefined();
+    expect(reaching!.ms).toBeLessThan(2 * WATCH_TIMEOUT_SECONDS * 1_000);
   });
 });
 
