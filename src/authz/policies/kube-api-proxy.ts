@@ -60,8 +60,6 @@ export interface KubeApiProxyDeps {
   readonly allowUnpinned: boolean;
   /** A PluginToken watch ends within this (`streams.pluginWatchMaxSeconds`); a stream never outlives its token. */
   readonly pluginWatchMaxSeconds: number;
-  /** The clock streams are bounded on (a token's remaining lifetime); Date.now by default. */
-  readonly now?: () => number;
 }
 
 /** kubectl and client libraries send Bearer or the WebSocket subprotocol; the Console sends the cookie (UserToken only). */
@@ -199,7 +197,7 @@ async function userRequest(
   if (pathRefused) return deny("bad-request", kube.detail);
   // A stream is bounded by the user's token: one whose query the API server may read otherwise cannot be.
   if (kube.kind === "bad-request" && streamKindOf(kube.asked!) !== undefined) return deny("bad-request", kube.detail);
-  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: (deps.now ?? Date.now)(), watchMaxSeconds: undefined }) : undefined;
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: Date.now(), watchMaxSeconds: undefined }) : undefined;
   if (bound?.kind === "deny") return bound;
   const saToken = await token;
   trace("user-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
@@ -235,7 +233,7 @@ async function pluginRequest(
 
   const known = deps.clusters.has(clusterId);
   // How the stream it opens ends in time (pure; reported at gate 4, where the request is read).
-  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: (deps.now ?? Date.now)(), watchMaxSeconds: deps.pluginWatchMaxSeconds }) : undefined;
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: Date.now(), watchMaxSeconds: deps.pluginWatchMaxSeconds }) : undefined;
   const readable = kube.kind === "ok" && bound?.kind !== "deny";
   const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
   // Nothing is reviewed or minted for a request gate 4 refuses.
