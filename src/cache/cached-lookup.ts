@@ -130,8 +130,9 @@ export class CachedLookup<V extends {}, C, S = undefined> {
       max: options.maxEntries,
       ttl: options.ttlMs,
       perf: { now: this.#now },
-      // A clock a test moves is read on every lookup (lru-cache otherwise reuses a reading for 1 ms by a timer).
-      ...(options.now === undefined ? {} : { ttlResolution: 0 }),
+      // The clock read on every lookup: lru-cache otherwise reuses a reading for 1 ms by arming a
+      // timer each time it reads one, a timer per millisecond per cache under load (issue 55).
+      ttlResolution: 0,
       fetchMethod: async (key, _stale, { options: entry, context: asking }) => {
         const context = asking as C;
         const askedAt = this.#now();

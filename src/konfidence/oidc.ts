@@ -88,18 +88,22 @@ export class OidcProviders implements WorkloadTokens {
     this.#options = options;
     this.#now = options.now ?? Date.now;
     const perf = { now: () => this.#now() };
+    // The clock read on every lookup, not a reading kept 1 ms by a timer (src/cache/cached-lookup.ts).
+    const ttlResolution = 0;
     this.#backoff = new ProviderBackoff({ initialMs: options.failureBackoffInitialMs, maxMs: options.failureBackoffMaxMs, now: () => this.#now() });
     this.#keySets = new LRUCache({ max: MAX_PROVIDERS });
     this.#providers = new LRUCache<string, Provider>({
       max: MAX_PROVIDERS,
       ttl: options.discoveryTtlMs,
       perf,
+      ttlResolution,
       fetchMethod: (endpoint) => this.#discover(endpoint),
     });
     this.#verified = new LRUCache<string, VerifiedToken, { endpoint: string; token: string }>({
       max: options.verifiedCacheMaxEntries,
       ttl: options.jwksMaxAgeMs,
       perf,
+      ttlResolution,
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
         const verified = await this.#verifyUncached(context.endpoint, context.token);
         entry.ttl = Math.max(1, Math.min(verified.exp * 1000 - this.#now(), options.jwksMaxAgeMs));

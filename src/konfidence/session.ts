@@ -59,6 +59,8 @@ export class OidcSessions implements SessionTokens {
       max: options.cacheMaxEntries,
       ttl: options.userInfoTtlMs,
       perf: { now },
+      // The clock read on every lookup, not a reading kept 1 ms by a timer (src/cache/cached-lookup.ts).
+      ttlResolution: 0,
       fetchMethod: async (_key, _stale, { options: entry, context }) => {
         entry.ttl = Math.max(1, Math.min(context.exp * 1000 - now(), options.userInfoTtlMs));
         return this.#userInfoGroups(context);

@@ -141,7 +141,8 @@ export class TokenVerifier {
     this.#publicKeys = options.publicKeys;
     this.#options = options;
     this.#now = options.now ?? Date.now;
-    this.#verified = new LRUCache({ max: options.cacheMaxEntries, ttlAutopurge: false, perf: { now: () => this.#now() } });
+    // ttlResolution 0: the clock read on every lookup, not a reading kept 1 ms by a timer (src/cache/cached-lookup.ts).
+    this.#verified = new LRUCache({ max: options.cacheMaxEntries, ttlAutopurge: false, ttlResolution: 0, perf: { now: () => this.#now() } });
     // A cached token holds at most a few shared strings; twice the entries holds those of a full cache.
     this.#shared = new SharedStrings(2 * options.cacheMaxEntries);
   }

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { CachedLookup } from "../../src/cache/cached-lookup.ts";
 import type { ChangeFeed } from "../../src/cache/freshness.ts";
 import type { CacheInvalidation } from "../../src/metrics/events.ts";
+import { timersArmedBy } from "../support/timers-armed.ts";
 
 /** A lookup on a clock the test moves, whose answers count the questions asked; its scope is the key's first segment. */
 function lookupWith(options: { feed?: ChangeFeed; ttlMs?: number; safetyNetTtlMs?: number; sweepBudgetMs?: number } = {}) {
@@ -200,5 +201,17 @@ describe("CachedLookup freshness", () => {
     } finally {
       unsubscribe("portcullis:cache-invalidation", onSweep);
     }
+  });
+});
+
+describe("CachedLookup on its own clock (performance.now)", () => {
+  // lru-cache keeps a clock reading for 1 ms by arming a timer each time it reads one: under load a
+  // timer per millisecond per cache, each armed, fired and freed (issue 55).
+  it("arms no timer on a hit", async () => {
+    const cache = new CachedLookup<string, { key: string }>({ metric: "test", dependency: "test", question: "Question", maxEntries: 10, ttlMs: 60_000, ask: async () => ({ value: "answer" }) });
+    expect(await cache.lookup("k", { key: "k" })).toBe("answer");
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(timersArmedBy(() => void cache.lookup("k", { key: "k" }))).toBe(0);
+    expect(await cache.lookup("k", { key: "k" })).toBe("answer");
   });
 });

@@ -1,6 +1,7 @@
 /** TokenVerifier with frozen time: classification by aud, claim formats, rotation, tolerance, caching. */
 import { describe, expect, it } from "vitest";
 import { mentionsPluginAudience, SharedStrings, TokenVerifier } from "../../src/tokens/fundament.ts";
+import { timersArmedBy } from "../support/timers-armed.ts";
 import { ids, OLD_SECRET, pluginClaims, SECRET, sign, userClaims } from "../support/tokens.ts";
 
 const NOW = 1_900_000_000_000;
@@ -93,6 +94,17 @@ describe("TokenVerifier", () => {
         else expect([result.claims.organizationIds, result.claims.groups]).toEqual([tokens[i]!.claims["organization_ids"], tokens[i]!.claims["groups"]]);
       }
     }
+  });
+
+  // lru-cache keeps a clock reading for 1 ms by arming a timer each time it reads one (issue 55).
+  it("arms no timer when it answers from its cache", async () => {
+    const v = verifier();
+    const token = await sign(userClaims(), at);
+    expect((await v.verify(token)).ok).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    let hit: Promise<unknown> | undefined;
+    expect(timersArmedBy(() => (hit = v.verify(token)))).toBe(0);
+    expect(await hit).toMatchObject({ ok: true });
   });
 
   it("never says why with the token in it", async () => {
