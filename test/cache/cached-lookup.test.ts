@@ -210,7 +210,7 @@ describe("CachedLookup on its own clock (performance.now)", () => {
   it("arms no timer on a hit", async () => {
     const cache = new CachedLookup<string, { key: string }>({ metric: "test", dependency: "test", question: "Question", maxEntries: 10, ttlMs: 60_000, ask: async () => ({ value: "answer" }) });
     expect(await cache.lookup("k", { key: "k" })).toBe("answer");
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await sleep(5);
     expect(timersArmedBy(() => void cache.lookup("k", { key: "k" }))).toBe(0);
     expect(await cache.lookup("k", { key: "k" })).toBe("answer");
   });

@@ -19,7 +19,7 @@ const FREED_KIB = 448 * 64;
 // decay time) after the free, once V8's sweeper has freed it, often seconds after gc() returns. Most
 // runs give back 70–100% in 6–17 s; on a loaded machine (two busy loops, two children at a time) 5
 // of 28 runs left its background thread idle after a first burst of purges, with 16–46% given back
-// // a minute on (strace: no madvise after the burst). So the line is drawn at a tenth, which glibc
+// a minute on (strace: no madvise after the burst). So the line is drawn at a tenth, which glibc
 // does not give back (none, measured).
 const GIVEN_BACK_KIB = FREED_KIB / 10;
 
