@@ -40,7 +40,23 @@ export function withQueryParametersSet(path: string, set: Readonly<Record<string
   return `${base}?${pieces.join("&")}`;
 }
 
-/** std::string's order: its bytes, unsigned (the path's UTF-8). */
+/**
+ * std::string's order: its bytes, unsigned (the path's UTF-8). Outside the surrogates, UTF-16 code
+ * units sort as UTF-8 bytes do, so two keys are compared as written up to their first difference;
+ * only a surrogate there (U+10000 and up, or a lone one) is settled by encoding both.
+ */
 function byBytes(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (isSurrogate(x) || isSurrogate(y)) return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
+    return x - y;
+  }
+  return a.length - b.length;
+}
+
+function isSurrogate(unit: number): boolean {
+  return unit >= 0xd800 && unit <= 0xdfff;
 }

@@ -23,6 +23,9 @@ describe("withQueryParametersSet", () => {
     { name: "only the first = splits", path: "/a?fieldSelector=metadata.name=web", set: T, expected: "/a?fieldSelector=metadata.name=web&timeoutSeconds=60" },
     { name: "; and + and bad escapes kept as written", path: "/a?a;b=1&l=x+y&z=%zz", set: T, expected: "/a?a;b=1&l=x+y&timeoutSeconds=60&z=%zz" },
     { name: "upper case before lower (bytes)", path: "/a?b=1&B=2&_=3", set: T, expected: "/a?B=2&_=3&b=1&timeoutSeconds=60" },
+    // UTF-16 puts U+1F600 (D83D DE00) before U+FF61; its UTF-8 (F0 9F 98 80) sorts after U+FF61's (EF BD A1).
+    { name: "beyond U+FFFF after U+FF61 (bytes, not UTF-16)", path: "/a?\u{1F600}=1&\uFF61=2&\u00E9=3", set: T, expected: "/a?timeoutSeconds=60&\u00E9=3&\uFF61=2&\u{1F600}=1" },
+    { name: "a lone surrogate sorts as U+FFFD, as its UTF-8 does", path: "/a?\uFFFF=1&\uD800=2&\uFFFD=3", set: T, expected: "/a?timeoutSeconds=60&\uD800=2&\uFFFD=3&\uFFFF=1" },
   ])("$name: $path", ({ path, set, expected }) => {
     expect(withQueryParametersSet(path, set)).toBe(expected);
   });
