@@ -102,6 +102,9 @@ function readHeaders(http: HttpAttributes): Record<string, string> {
   }
   const headers = http.headers;
   if (headers == null) return out;
+  // A proto map has one entry per key, and Envoy writes keys in lower case: then the copy is the
+  // record itself, made in one call.
+  if (lowerCaseStrings(headers)) return Object.assign(out, headers);
   for (const k of Object.keys(headers)) {
     // Envoy sends lower-case keys; a sender that does not must not get one of two values dropped.
     const name = k.toLowerCase();
@@ -109,6 +112,14 @@ function readHeaders(http: HttpAttributes): Record<string, string> {
     out[name] = name in out ? `${out[name]}, ${v}` : v;
   }
   return out;
+}
+
+const UPPER_CASE = /[A-Z]/;
+
+/** Every key free of upper case and every value a string: a decoded `headers` map, as Envoy sends it. */
+function lowerCaseStrings(headers: Record<string, string>): boolean {
+  for (const k in headers) if (UPPER_CASE.test(k) || typeof headers[k] !== "string") return false;
+  return true;
 }
 
 /** One `header_map` entry's value: its raw bytes when Envoy sent them (read as Envoy holds them), else its value. */

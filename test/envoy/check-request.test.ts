@@ -76,3 +76,23 @@ describe("fromCheckRequest: what kube-api-proxy must not read differently from G
     expect({ method: r.method, path: r.path, targetError: r.targetError !== undefined }).toEqual(expected);
   });
 });
+
+describe("fromCheckRequest: the headers record", () => {
+  const headersOf = (headers: Record<string, unknown>) => fromCheckRequest({ attributes: { request: { http: { method: "GET", path: "/", headers: headers as Record<string, string> } } } }).headers;
+  it.each([
+    { name: "Envoy's lower-case map, as sent", headers: { authorization: "Bearer t", "x-request-id": "r" }, expected: { authorization: "Bearer t", "x-request-id": "r" } },
+    { name: "upper-case keys lowered and merged as Envoy merges", headers: { Cookie: "a=1", cookie: "b=2" }, expected: { cookie: "a=1, b=2" } },
+    { name: "a value that is not a string (a plain-object caller) is read as one", headers: { "x-a": 1, "x-b": true }, expected: { "x-a": "1", "x-b": "true" } },
+    { name: "__proto__ and constructor are headers like any other", headers: JSON.parse('{"__proto__":"x","constructor":"y"}'), expected: JSON.parse('{"__proto__":"x","constructor":"y"}') },
+  ])("$name", ({ headers, expected }) => {
+    const read = headersOf(headers);
+    expect(Object.getPrototypeOf(read)).toBeNull();
+    expect({ ...read }).toEqual(expected);
+  });
+
+  it("inherits nothing: a name Object.prototype holds is no header", () => {
+    const read = headersOf({ accept: "*/*" });
+    expect(read["constructor"]).toBeUndefined();
+    expect("toString" in read).toBe(false);
+  });
+});
