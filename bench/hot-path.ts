@@ -37,7 +37,7 @@ import { policiesFor } from "../src/server/policies.ts";
 import { createLogging } from "../src/server/logging.ts";
 import { createMetrics } from "../src/server/prometheus.ts";
 import { instrumented } from "../src/metrics/grpc-server.ts";
-import { checkHandler } from "../src/server/app.ts";
+import { checkHandler } from "../src/server/check-handler.ts";
 import { tracedChecks } from "../src/tracing/spans.ts";
 import { SECRET } from "../test/support/tokens.ts";
 import { encodedScenario3Allow } from "./scenario3-allow.ts";

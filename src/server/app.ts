@@ -10,10 +10,8 @@ import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { AuditSink } from "../audit/plugin-request.ts";
 import { type AuditedCheck, createAuditedCheck } from "../authz/check.ts";
-import type { CheckResponseMessage } from "../envoy/check-response-message.ts";
 import { buildRouteTable } from "../config/route-table.ts";
 import { type Config, ENVOY_IMAGE_CA_FILE } from "../config/schema.ts";
-import type { CheckRequestMessage } from "../envoy/check-request.ts";
 import { checkService, healthService } from "../envoy/protos.ts";
 import { ClusterDiscovery, clusterDiscoveryService } from "../deploy/cluster-discovery.ts";
 import { startIdleGc } from "./idle-gc.ts";
@@ -32,7 +30,8 @@ import { installationServiceConstructor, installationServiceHandlers } from "./i
 import { listenerCredentials } from "./tls.ts";
 import { ConfigReloader, type ReloadOutcome } from "./reload.ts";
 import { startTracing } from "../tracing/setup.ts";
-import { type TracedCheck, tracedChecks } from "../tracing/spans.ts";
+import { tracedChecks } from "../tracing/spans.ts";
+import { type CheckActivity, checkHandler } from "./check-handler.ts";
 
 /** The largest message the ext_authz port accepts; a larger one is refused RESOURCE_EXHAUSTED, unread. */
 export const MAX_CHECK_MESSAGE_BYTES = 1024 * 1024;
@@ -176,32 +175,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       await tracing.shutdown();
       await options.flushLogs();
     },
-  };
-}
-
-/** Checks started and not yet answered: what the drain logs and the idle GC read. */
-export interface CheckActivity {
-  inFlight: number;
-  started: number;
-}
-
-/** The ext_authz Check method: `check`'s answer to the caller; counted in `activity` while it runs. */
-export function checkHandler(check: TracedCheck<CheckResponseMessage>, activity: CheckActivity): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
-  return (call, callback) => {
-    activity.inFlight++;
-    activity.started++;
-    // Counted out before the answer is handed over: no .finally(), which is two more promises per check.
-    check(call.request, call.metadata).then(
-      (response) => {
-        activity.inFlight--;
-        callback(null, response);
-      },
-      // check() never rejects; this is the last line of fail-closed.
-      () => {
-        activity.inFlight--;
-        callback({ code: grpc.status.INTERNAL, details: "internal error" });
-      },
-    );
   };
 }
 
