@@ -11,7 +11,7 @@
  *
  *   node bench/hot-path.ts [--scenario plugin-token|user-token|plugin-assets|noop|noop-same-bytes] [--checks 200000] [--json] [--pace-us 0]
  *   node bench/hot-path.ts … --profile-file F.cpuprofile   # V8's CPU profile of the measured checks only, and its sampling heap profile (F.cpuprofile.heapprofile)
- *   node bench/hot-path.ts … --handler                    # through the server's Check handler (app.ts), its gRPC metrics and tracing wrapper
+ *   node bench/hot-path.ts … --handler                    # through the server's Check handler (check-handler.ts: queued, decided from setImmediate), its gRPC metrics and tracing wrapper
  *   node bench/hot-path.ts … --count-promises             # also the promises a check creates (counted apart from the measured checks)
  *
  * `--pace-us 333` runs one check at a time with the thread asleep 333 µs before each, as a server
