@@ -16,10 +16,14 @@
  * 1-2 MiB most young objects are still alive at each scavenge and get copied and promoted.
  * Rechecked after the CPU work (batched audit line, token checked once; with the flags below):
  * Node's default 31.4, 2 MiB 48.0, 4 MiB 40.7, 8 MiB 30.9, 16 MiB 30.8 µs — 8 is still the
- * smallest young generation that costs nothing. Nor does 16 buy anything in the server (the
- * benchmark's PluginToken server under ghz, 2026-12-05, two processes each, interleaved): at
- * saturation 7,790–7,977 checks/s against 7,347–8,024 with 8, at 3,000/s 277–284 µs CPU per check
- * against 277–286, and at 7,500/s offered p99 7.2–7.4 ms against 5.1–5.2, with 14–21 MiB more RSS.
+ * smallest young generation that costs nothing. A larger one buys throughput only at saturation, and
+ * pays for it in the tail and in memory. The benchmark's PluginToken server under ghz, side by side
+ * (bench/under-load.ts, 2026-12-07, with checks decided in batches):
+ *  - 16 MiB: 9,439–9,700 checks/s at saturation against 8,831–9,756 with 8 (+6%);
+ *  - 32 MiB: 9,636–10,012 checks/s (+7%);
+ *  - at 3,000/s: unchanged, 265–273 µs CPU per check;
+ *  - at 7,500/s offered: p99 6.9–7.3 ms with 16 and 9.8–11.0 ms with 32, against 4.6–6.6 with 8; RSS +15–19
+ *    and +49–53 MiB (bench/FINDINGS.md). 2026-12-05, before the batching, 16 bought nothing at saturation.
  */
 /**
  * `--heap-growing-percent=100`: after each full GC V8 lets the old generation grow to 2× what
