@@ -44,8 +44,8 @@ COPY --from=kubernetes-client /app/build ./build
 # subdirectory: another uid or other flags would find it empty), then root-owned like the rest, and
 # readable by all (Node writes its entries owner-only).
 RUN mkdir -p "$NODE_COMPILE_CACHE" && chown 1000:1000 "$NODE_COMPILE_CACHE" \
- && setpriv --reuid=1000 --regid=1000 --clear-groups node --max-semi-space-size=8 --heap-growing-percent=100 --max-old-space-size=256 --expose-gc src/cli/main.ts --help > /dev/null \
- && setpriv --reuid=1000 --regid=1000 --clear-groups node --max-semi-space-size=8 --heap-growing-percent=100 --max-old-space-size=256 --expose-gc src/cli/warm-compile-cache.ts \
+ && setpriv --reuid=1000 --regid=1000 --clear-groups node --max-semi-space-size=8 --heap-growing-percent=100 --max-old-space-size=256 --no-allocation-site-pretenuring --expose-gc src/cli/main.ts --help > /dev/null \
+ && setpriv --reuid=1000 --regid=1000 --clear-groups node --max-semi-space-size=8 --heap-growing-percent=100 --max-old-space-size=256 --no-allocation-site-pretenuring --expose-gc src/cli/warm-compile-cache.ts \
  && chown -R root:root "$NODE_COMPILE_CACHE" && chmod -R a+rX "$NODE_COMPILE_CACHE"
 # Node's allocator, jemalloc (src/cli/node-flags.ts), for every process from here on: set after the
 # build steps, because setpriv running on jemalloc with its background thread aborts on --regid.
@@ -58,5 +58,5 @@ USER 1000:1000
 EXPOSE 9001 9002 9090
 # Node's flags are portcullis's shipped ones (src/cli/node-flags.ts; test/deploy/node-flags.test.ts);
 # test/server/watchdog.pid1.process.test.ts runs this ENTRYPOINT as a PID namespace's init.
-ENTRYPOINT ["tini", "--", "node", "--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256", "--expose-gc", "src/cli/main.ts"]
+ENTRYPOINT ["tini", "--", "node", "--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256", "--no-allocation-site-pretenuring", "--expose-gc", "src/cli/main.ts"]
 CMD ["--config", "/etc/portcullis/config.yaml"]

@@ -48,6 +48,23 @@
  * test/deploy/node-flags.test.ts holds it inside the Deployment's memory limit.
  */
 /**
+ * `--no-allocation-site-pretenuring`: V8 allocates every object young. Left to itself it watches
+ * which allocation sites' objects survive scavenges and allocates theirs straight in the old
+ * generation. Under load every grpc-js call outlives a scavenge (in the same-bytes no-op too: ~6 KB
+ * per call promoted against ~1.7 KB for bare node:http2), so the sites of the request's decoding
+ * and the call's own objects get pretenured. Those objects die within a millisecond, but only a
+ * full GC frees them, and each full GC marks portcullis's whole heap (346k objects, 3× the no-op's).
+ * The benchmark's PluginToken server at 3,000/s, 8 s (`--trace-gc-nvp`): 156 → 73 MB promoted,
+ * scavenges 447 → 237 ms. Side by side with the same server without the flag
+ * (bench/under-load.ts, 2026-12-07, 3 and 4 rounds):
+ *  - at saturation 10,780 / 9,753 / 11,333 against 9,383 / 8,235 / 9,018 checks/s, then best
+ *    10,603 against 8,790 (+15–25%);
+ *  - at 3,000/s 254.6 against 273.0 and 262.6 against 274.0 µs CPU per check (medians);
+ *  - at 7,500/s offered (8 in flight): p99 4.8–4.9 against 5.5–5.7 ms, RSS +5–22 MiB under load;
+ *  - bench/memory.ts (`--quick`, 20,000 users): fill CPU 15.2 against 15.7 s, heap after the fill
+ *    the same (68.8 MiB); RSS after it 304 against 318 MiB, idle after a GC 254 against 224.
+ */
+/**
  * `--expose-gc`: gives portcullis V8's `gc()`, for one memory-reducing collection when the server
  * has gone quiet after its heap grew (src/server/idle-gc.ts, `idleGc` in the configuration). V8
  * keeps the pages a burst grew into, and its own memory reducer did not run after one: after
@@ -63,7 +80,7 @@
  * the kernel can drop, into 40 MiB of anonymous memory it cannot, and where a node's transparent
  * huge pages are `never` it only warns.
  */
-export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256", "--expose-gc"];
+export const NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--heap-growing-percent=100", "--max-old-space-size=256", "--no-allocation-site-pretenuring", "--expose-gc"];
 
 /**
  * LD_PRELOAD=libjemalloc.so.2 and MALLOC_CONF=background_thread:true: jemalloc (Debian's
