@@ -6,7 +6,7 @@
  * V8's CPU profile, its sampling heap profile and the bytes the V8 heap allocated
  * (bench/servers/common.ts profileOnSignal); those rounds' CPU figures carry the profiler's cost.
  *
- *   npx node bench/under-load.ts [--rounds 3] [--seconds 8] [--before ../base] [--profile DIR]
+ *   npx node bench/under-load.ts [--rounds 3] [--seconds 8] [--before ../base] [--variant name:VAR=value|name:--node-flag] [--profile DIR]
  *
  * Needs ghz (bench/install-tools.sh ghz). Not part of `npm run bench`, whose figures it does not replace.
  */
@@ -25,7 +25,7 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "8" },
     rps: { type: "string", default: "3000" },
     before: { type: "string" },
-    /** A further scenario-3 side on this checkout with extra environment: `name:VAR=value` (repeatable). */
+    /** A further scenario-3 side on this checkout with extra environment, `name:VAR=value`, or an extra Node flag, `name:--flag=value` (repeatable). */
     variant: { type: "string", multiple: true, default: [] },
     profile: { type: "string" },
     "no-saturation": { type: "boolean", default: false },
@@ -55,13 +55,17 @@ interface Side {
 }
 const node = process.execPath;
 const profileArgs = (f: string | undefined) => (f === undefined ? [] : ["--profile-file", f]);
-const portcullisAt = (root: string) => (f: string | undefined) => [node, ...NODE_FLAGS, join(root, "bench/servers/portcullis.ts"), "--ready-file", "{READY}", "--world", worldFile, ...profileArgs(f)];
+// Extra Node flags come after the shipped ones: V8 takes a flag's last value.
+const portcullisAt =
+  (root: string, flags: readonly string[] = []) =>
+  (f: string | undefined) => [node, ...NODE_FLAGS, ...flags, join(root, "bench/servers/portcullis.ts"), "--ready-file", "{READY}", "--world", worldFile, ...profileArgs(f)];
 const sides: Side[] = [
   { id: "same-bytes", command: (f) => [node, join(BENCH, "noop-server.ts"), "--ready-file", "{READY}", "--scenario", "same-bytes", ...profileArgs(f)] },
   { id: "plugin-token", command: portcullisAt(resolve(BENCH, "..")), env: { ...NODE_ENV } },
   ...(values.before === undefined ? [] : [{ id: "before", command: portcullisAt(resolve(values.before)), env: { ...NODE_ENV } }]),
   ...values.variant.map((v) => {
     const [id, assignment] = v.split(":", 2) as [string, string];
+    if (assignment.startsWith("--")) return { id, command: portcullisAt(resolve(BENCH, ".."), [assignment]), env: { ...NODE_ENV } };
     const eq = assignment.indexOf("=");
     return { id, command: portcullisAt(resolve(BENCH, "..")), env: { ...NODE_ENV, [assignment.slice(0, eq)]: assignment.slice(eq + 1) } };
   }),
