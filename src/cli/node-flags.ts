@@ -54,15 +54,20 @@
  * per call promoted against ~1.7 KB for bare node:http2), so the sites of the request's decoding
  * and the call's own objects get pretenured. Those objects die within a millisecond, but only a
  * full GC frees them, and each full GC marks portcullis's whole heap (346k objects, 3× the no-op's).
- * The benchmark's PluginToken server at 3,000/s, 8 s (`--trace-gc-nvp`): 156 → 73 MB promoted,
- * scavenges 447 → 237 ms. Side by side with the same server without the flag
- * (bench/under-load.ts, 2026-12-07, 3 and 4 rounds):
- *  - at saturation 10,780 / 9,753 / 11,333 against 9,383 / 8,235 / 9,018 checks/s, then best
- *    10,603 against 8,790 (+15–25%);
- *  - at 3,000/s 254.6 against 273.0 and 262.6 against 274.0 µs CPU per check (medians);
+ * The benchmark's PluginToken server at 3,000/s, 8 s (`--trace-gc-nvp`, four runs with the flag,
+ * three without): promoted 153–156 → 15–73 MB, scavenges 403–447 → 110–237 ms, major GCs 5 → 1–3. Side by side with the same server without the flag
+ * (bench/under-load.ts, 2026-12-07, four runs of 3–4 rounds, `--variant pretenure:--allocation-site-pretenuring`
+ * in the last two):
+ *  - at 3,000/s, medians: 254.6 against 273.0, 262.6 against 274.0, 255.9 against 273.0, 257.9 against
+ *    268.2 µs CPU per check;
+ *  - at saturation, best of each run: 11,333 against 9,383, 10,603 against 8,790, 9,255 against
+ *    8,789, 10,043 against 9,363 checks/s (+5–21%);
  *  - at 7,500/s offered (8 in flight): p99 4.8–4.9 against 5.5–5.7 ms, RSS +5–22 MiB under load;
- *  - bench/memory.ts (`--quick`, 20,000 users): fill CPU 15.2 against 15.7 s, heap after the fill
- *    the same (68.8 MiB); RSS after it 304 against 318 MiB, idle after a GC 254 against 224.
+ *  - bench/memory.ts (`--quick`, 20,000 users, two runs each): fill CPU 15.2 / 15.1 against 15.7 /
+ *    15.0 s, heap after the fill the same (68.3–68.9 MiB); RSS after it 304 / 296 against 318 / 315
+ *    MiB, idle after a GC 254 / 227 against 224 / 222.
+ * With it, a young generation of 16 MiB still costs the tail: p99 6.0 against 5.0 ms at 7,500/s
+ * offered, RSS +13–22 MiB.
  */
 /**
  * `--expose-gc`: gives portcullis V8's `gc()`, for one memory-reducing collection when the server
