@@ -1,6 +1,6 @@
 /**
  * One request's audit trail: what its policy learnt that an audit line reports, filled as the gates
- * run. The line is not written by the policy: check() turns the trail into the Decision's audit
+ * run. The line is not written by the policy: check() turns the trail into the request's audit
  * record once the decision is final — a thrown error mapped to its denial, the deadline passed — and
  * writes it once, to the sink chosen for that request (POST /explain's marks its lines). So a gate
  * that returns early, throws or outlives the deadline can neither skip the line nor write a second.
@@ -27,7 +27,7 @@ export function emptyAuditTrail(): AuditTrail {
   return { pluginToken: undefined, asked: undefined, pinnedDefinitionHash: "", replay: undefined };
 }
 
-/** The audit record `decision` carries, from the trail; undefined when the request is not audited. Pure. */
+/** The request's audit record for `decision`, from the trail; undefined when the request is not audited. Pure. */
 export function auditRecordOf(trail: AuditTrail, decision: Decision, requestId: string): AuditRecord | undefined {
   if (trail.replay !== undefined) return trail.replay;
   const claims = trail.pluginToken;

@@ -62,14 +62,10 @@ export function createAuditedCheck(options: CheckerOptions): AuditedCheck {
   }
 
   /** The final decision's audit line, metrics and CheckResponse. */
-  function answer(check: InFlight, final: Decision): CheckResponseMessage {
-    let decision = final;
+  function answer(check: InFlight, decision: Decision): CheckResponseMessage {
     // Once, with the answer the caller gets: the policy's, or the denial for its error or the deadline.
     const record = auditRecordOf(check.trail, decision, check.requestId);
-    if (record !== undefined) {
-      decision = { ...decision, audit: record };
-      writeAudit(check.audit, record);
-    }
+    if (record !== undefined) writeAudit(check.audit, record);
     const seconds = Number(process.hrtime.bigint() - check.started) / 1e9;
     publishDecision(check.policyName, decision.kind === "allow" ? "allowed" : decision.reason, seconds);
     if (decision.kind === "allow" && decision.bound !== undefined) publishBoundedStream(check.policyName, decision.bound.kind);

@@ -1,9 +1,8 @@
 /**
  * A Decision is plain data: what portcullis answers for one request. It is turned into Envoy's
- * CheckResponse in exactly one place (src/authz/check-response.ts). Its audit record is attached by
- * check() from the request's audit trail (src/authz/audit-trail.ts) once the decision is final.
+ * CheckResponse in exactly one place (src/authz/check-response.ts). Its audit line is not part of it:
+ * check() writes that from the request's audit trail (src/authz/audit-trail.ts) once the decision is final.
  */
-import type { AuditRecord } from "../audit/record.ts";
 import type { HeaderMutations } from "../headers/mutations.ts";
 
 /** Every reason a request can be denied for; the table in reasons.ts gives each its status. */
@@ -40,8 +39,6 @@ export interface Deny {
   readonly message: string;
   /** Extra response headers for the caller (e.g. `allow` on 405). */
   readonly headers?: Readonly<Record<string, string>>;
-  /** The request's audit line, when it has one (a kube-api-proxy PluginToken request is audited on every outcome). */
-  readonly audit?: AuditRecord;
   /** Counts the denial's debug log line adds (never a token), e.g. `plugin_audience_candidates`. */
   readonly logged?: Readonly<Record<string, number>>;
 }
@@ -57,8 +54,6 @@ export interface Allow {
   readonly mutations: HeaderMutations;
   /** Set when the request opens a stream that is bounded. */
   readonly bound?: StreamBound;
-  /** The request's audit line, when it has one. */
-  readonly audit?: AuditRecord;
 }
 
 export type Decision = Allow | Deny;

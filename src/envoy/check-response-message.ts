@@ -26,7 +26,7 @@ export interface CheckResponseMessage {
   status: { code: number; message: string };
   ok_response?: {
     headers: HeaderValueOption[];
-    headers_to_remove: string[];
+    headers_to_remove: readonly string[];
     response_headers_to_add?: HeaderValueOption[];
     /** envoy.config.core.v3.QueryParameter: Envoy replaces every value of each key (src/envoy/query-parameters.ts). */
     query_parameters_to_set?: Array<{ key: string; value: string }>;

@@ -13,7 +13,7 @@ interface HeaderOption {
 /** A CheckResponse as the server builds it or as @grpc/proto-loader decodes it. */
 export interface AnyCheckResponse {
   status?: { code?: number; message?: string };
-  ok_response?: { headers?: HeaderOption[]; headers_to_remove?: string[]; query_parameters_to_set?: Array<{ key?: string; value?: string }> };
+  ok_response?: { headers?: HeaderOption[]; headers_to_remove?: readonly string[]; query_parameters_to_set?: Array<{ key?: string; value?: string }> };
   denied_response?: { status?: { code?: number | string }; headers?: HeaderOption[]; body?: string };
 }
 
