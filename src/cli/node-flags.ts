@@ -55,9 +55,9 @@
  * and the call's own objects get pretenured. Those objects die within a millisecond, but only a
  * full GC frees them, and each full GC marks portcullis's whole heap (346k objects, 3× the no-op's).
  * The benchmark's PluginToken server at 3,000/s, 8 s (`--trace-gc-nvp`, four runs with the flag,
- * three without): promoted 153–156 → 15–73 MB, scavenges 403–447 → 110–237 ms, major GCs 5 → 1–3. Side by side with the same server without the flag
- * (bench/under-load.ts, 2026-12-07, four runs of 3–4 rounds, `--variant pretenure:--allocation-site-pretenuring`
- * in the last two):
+ * three without): promoted 153–156 → 15–73 MB, scavenges 403–447 → 110–237 ms, major GCs 5 → 1–3.
+ * Side by side with the same server without the flag (bench/under-load.ts, 2026-12-07, four runs of
+ * 3–4 rounds, `--variant pretenure:--allocation-site-pretenuring` in the last two):
  *  - at 3,000/s, medians: 254.6 against 273.0, 262.6 against 274.0, 255.9 against 273.0, 257.9 against
  *    268.2 µs CPU per check;
  *  - at saturation, best of each run: 11,333 against 9,383, 10,603 against 8,790, 9,255 against
