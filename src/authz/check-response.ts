@@ -15,8 +15,7 @@ export interface ResponseOptions {
 
 export function toCheckResponse(decision: Decision, options: ResponseOptions): CheckResponseMessage {
   if (decision.kind === "allow") {
-    const headers: HeaderValueOption[] = [];
-    for (const key in decision.mutations.set) headers.push(headerOption(key, decision.mutations.set[key]!));
+    const headers = Object.entries(decision.mutations.set).map(([key, value]) => headerOption(key, value));
     const ok: NonNullable<CheckResponseMessage["ok_response"]> = { headers, headers_to_remove: decision.mutations.remove };
     const bound = decision.bound;
     if (bound?.kind === "watch-timeout") ok.query_parameters_to_set = [{ key: "timeoutSeconds", value: String(bound.seconds) }];
