@@ -328,7 +328,7 @@ export async function cacheEntryCosts(entries: number): Promise<CacheEntryCost[]
   await measure(
     "service_account_token",
     "tokenKey(cluster tag, a user's ServiceAccount) → {~1 KB token, Envoy cluster}",
-    () => lookup<MintedToken>("service_account_token", () => ({ token: fresh(token) as SafeHeaderValue, envoyCluster }), HOUR),
+    () => lookup<MintedToken>("service_account_token", () => ({ authorization: fresh(`Bearer ${token}`) as SafeHeaderValue, envoyCluster }), HOUR),
     (c, i) => {
       const sa = userServiceAccount(fresh(userId(i)));
       return c.lookup(tokenKey(tokenTags.tagOf(BENCH_CLUSTER), sa.namespace, sa.name, ""), undefined);

@@ -14,6 +14,7 @@ import { CanViewKeys } from "../src/fga/can-view.ts";
 import type { PolicyPorts, PortsRuntime } from "../src/server/ports.ts";
 import { tokenKey } from "../src/kube-calls/service-account-tokens.ts";
 import { reviewKey } from "../src/kube-calls/user-access-review.ts";
+import { bearerCredential } from "../src/headers/mutations.ts";
 import { constantServiceAccountToken } from "./scenario3-allow.ts";
 import type { BenchWorld } from "./workload.ts";
 
@@ -30,7 +31,7 @@ function warmLookup<V extends {}, C>(metric: string, maxEntries: number, answer:
 }
 
 export function warmPorts(world: BenchWorld): PolicyPorts & PortsRuntime {
-  const saToken = constantServiceAccountToken();
+  const saAuthorization = bearerCredential(constantServiceAccountToken());
   const clusterIds = new Set(world.clusterIds);
   const installations = new Map<string, Installation>(world.installations.map((i) => [i.uid, i]));
   const canView = warmLookup<boolean, undefined>("openfga_can_view", 50_000, () => true);
@@ -39,7 +40,7 @@ export function warmPorts(world: BenchWorld): PolicyPorts & PortsRuntime {
   const sarTags = new KeyTags(50_000);
   const tokenTags = new KeyTags(20_000);
   const tokens = warmLookup<MintedToken, { clusterId: string }>("service_account_token", 20_000, ({ clusterId }) => ({
-    token: saToken,
+    authorization: saAuthorization,
     envoyCluster: kubeApiEnvoyCluster(clusterId),
   }));
 

@@ -15,8 +15,8 @@ import { withDeadline } from "../dependencies/deadline.ts";
 const RULES_REVIEW_DEPENDENCY = "kube-selfsubjectrulesreview";
 
 export interface RulesReviews {
-  /** The rules the holder of `token` has in `namespace` ("" for the cluster-wide ones only). */
-  rules(clusterId: string, token: string, namespace: string): Promise<RuleSet & { readonly evaluationError: string }>;
+  /** The rules of whoever `authorization` (`Bearer <token>`, as MintedToken carries it) presents has in `namespace` ("" for the cluster-wide ones only). */
+  rules(clusterId: string, authorization: string, namespace: string): Promise<RuleSet & { readonly evaluationError: string }>;
 }
 
 export class SelfSubjectRulesReviews implements RulesReviews {
@@ -28,7 +28,7 @@ export class SelfSubjectRulesReviews implements RulesReviews {
     this.#timeoutMs = options.timeoutMs;
   }
 
-  async rules(clusterId: string, token: string, namespace: string): Promise<RuleSet & { readonly evaluationError: string }> {
+  async rules(clusterId: string, authorization: string, namespace: string): Promise<RuleSet & { readonly evaluationError: string }> {
     const cluster = this.#clusters.get(clusterId);
     if (cluster === undefined) throw new DependencyUnavailable(RULES_REVIEW_DEPENDENCY, "cluster not configured");
     const user = cluster.kubeConfig.getCurrentUser();
@@ -41,7 +41,7 @@ export class SelfSubjectRulesReviews implements RulesReviews {
       // After the cluster's credential has been applied (the request factory does that): present the token instead.
       const asToken = {
         pre: (context: RequestContext) => {
-          context.setHeaderParam("Authorization", `Bearer ${token}`);
+          context.setHeaderParam("Authorization", authorization);
           return new Observable(Promise.resolve(context));
         },
         post: (response: ResponseContext) => new Observable(Promise.resolve(response)),

@@ -18,7 +18,7 @@ import type { MintedToken, ServiceAccountTokens } from "../ports/policy-ports.ts
 import { CachedLookup } from "../cache/cached-lookup.ts";
 import type { ChangeFeed } from "../cache/freshness.ts";
 import { KeyTags } from "../cache/key-tags.ts";
-import { safeHeaderValue } from "../headers/mutations.ts";
+import { bearerCredential, safeHeaderValue, type SafeHeaderValue } from "../headers/mutations.ts";
 import { SERVICE_ACCOUNT_SOURCE, type ServiceAccountCause, type TokenInvalidation } from "../kube-watch/service-account-changes.ts";
 
 /** The dependency name in errors, logs and metrics. */
@@ -49,7 +49,7 @@ interface Target {
 }
 
 /** A cached "no such ServiceAccount" is a short-lived answer, not an error. */
-const MISSING: MintedToken = Object.freeze({ token: "" as MintedToken["token"], envoyCluster: "" });
+const MISSING: MintedToken = Object.freeze({ authorization: "" as SafeHeaderValue, envoyCluster: "" });
 const MISSING_TTL_MS = 2_000;
 /**
  * How long a token is served while the ServiceAccount feed does not prove its cluster (a hung or
@@ -115,7 +115,7 @@ export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
         if (!(lifetime > 0)) throw new DependencyUnavailable(TOKEN_REQUEST_DEPENDENCY, "TokenRequest returned an expired token");
         // The upstream of the cluster object asked, not of whatever is registered when a check reads it.
         const refreshMs = Math.floor(lifetime * REFRESH_AT);
-        return { value: { token: headerSafe, envoyCluster: cluster.envoyCluster }, ttlMs: Math.min(UNPROVEN_TOKEN_TTL_MS, refreshMs), safetyNetTtlMs: refreshMs };
+        return { value: { authorization: bearerCredential(headerSafe), envoyCluster: cluster.envoyCluster }, ttlMs: Math.min(UNPROVEN_TOKEN_TTL_MS, refreshMs), safetyNetTtlMs: refreshMs };
       },
     });
   }

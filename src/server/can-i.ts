@@ -126,7 +126,7 @@ export function createCanI(ports: CanIPorts): CanI {
       const name = `${sa.namespace}/${sa.name}`;
       const token = await ports.serviceAccountTokens.token(query.cluster, sa.namespace, sa.name, ownerUid);
       if (token === undefined) return { serviceAccount: name, exists: false, rules: EMPTY, evaluationError: "" };
-      const { evaluationError, ...rules } = await rulesReviews.rules(query.cluster, token.token, query.namespace);
+      const { evaluationError, ...rules } = await rulesReviews.rules(query.cluster, token.authorization, query.namespace);
       return { serviceAccount: name, exists: true, rules, evaluationError };
     };
     const [viewable, user, plugin] = await Promise.all([

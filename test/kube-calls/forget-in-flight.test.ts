@@ -69,7 +69,7 @@ it("a TokenRequest in flight to the old API server when the cluster is re-pointe
   await until(() => oldServer.requests.some((r) => r.url.includes("/token")), 2_000, "the TokenRequest to reach the old server");
   f.repoint();
   await inFlight;
-  const after = (await tokens.token(ID, SA.namespace, SA.name))?.token;
+  const after = (await tokens.token(ID, SA.namespace, SA.name))?.authorization.slice("Bearer ".length);
   // Whatever the request in flight answered, the cluster now is the new API server: its token, not the old one's.
   expect(oldServer.issuedTokens).not.toContain(after);
   expect(newServer.issuedTokens).toContain(after);

@@ -19,13 +19,13 @@ function clustersAs(user: { name: string; certData?: string; keyData?: string; t
 describe("SelfSubjectRulesReviews", () => {
   it("refuses a cluster reached with a client certificate: the API server would review portcullis, not the token", async () => {
     const reviews = new SelfSubjectRulesReviews(clustersAs({ name: "u", certData: "Y2VydA==", keyData: "a2V5" }), { timeoutMs: 500 });
-    await expect(reviews.rules("c1", "sa-token", "team-a")).rejects.toThrow(/client certificate/);
-    await expect(reviews.rules("c1", "sa-token", "team-a")).rejects.toBeInstanceOf(DependencyUnavailable);
+    await expect(reviews.rules("c1", "Bearer sa-token", "team-a")).rejects.toThrow(/client certificate/);
+    await expect(reviews.rules("c1", "Bearer sa-token", "team-a")).rejects.toBeInstanceOf(DependencyUnavailable);
   });
 
   it("an unknown cluster, and an unreachable API server, are DependencyUnavailable", async () => {
     const reviews = new SelfSubjectRulesReviews(clustersAs({ name: "u", token: "admin" }), { timeoutMs: 500 });
-    await expect(reviews.rules("nope", "sa-token", "")).rejects.toBeInstanceOf(DependencyUnavailable);
-    await expect(reviews.rules("c1", "sa-token", "")).rejects.toBeInstanceOf(DependencyUnavailable);
+    await expect(reviews.rules("nope", "Bearer sa-token", "")).rejects.toBeInstanceOf(DependencyUnavailable);
+    await expect(reviews.rules("c1", "Bearer sa-token", "")).rejects.toBeInstanceOf(DependencyUnavailable);
   });
 });

@@ -59,12 +59,12 @@ describe("a safe token", () => {
   it.each([
     { name: "a JWT", token: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln" },
     { name: "spaces and every visible ASCII character", token: " !\"#$%&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~ " },
-  ])("$name: returned as issued, and cached", async ({ token }) => {
+  ])("$name: returned as issued, as the Bearer credential, and cached", async ({ token }) => {
     kube.tokenText = token;
     const port = tokens();
     const before = kube.issuedTokens.length;
-    expect((await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1"))?.token).toBe(token);
-    expect((await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1"))?.token).toBe(token);
+    expect((await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1"))?.authorization).toBe(`Bearer ${token}`);
+    expect((await port.token(CLUSTER, "plugin-x", "plugin-x", "uid-1"))?.authorization).toBe(`Bearer ${token}`);
     expect(kube.issuedTokens.length - before).toBe(1);
   });
 

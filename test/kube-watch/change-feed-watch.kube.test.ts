@@ -247,7 +247,7 @@ describe("ServiceAccounts", () => {
     // The "missing" answer cached just now (2 s) goes with the ADDED event.
     const back = await until(async () => (await tokens.token("c", "plugin-x", "plugin-x", "owner-1")) !== undefined, 3_000, "the re-created account's token");
     expect(back).toBeLessThan(1_000);
-    expect((await tokens.token("c", "plugin-x", "plugin-x", "owner-1"))?.token).not.toBe(first?.token);
+    expect((await tokens.token("c", "plugin-x", "plugin-x", "owner-1"))?.authorization).not.toBe(first?.authorization);
     expect(invalidations.filter((i) => i.source === "kube-serviceaccounts").map((i) => i.cause)).toEqual(["serviceaccount-deleted", "serviceaccount-added"]);
   });
 

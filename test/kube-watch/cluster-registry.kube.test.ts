@@ -154,9 +154,9 @@ describe("the cluster registry against real kube-apiservers", () => {
   }, 30_000);
 
   it("a rotated credential rebuilds that cluster alone: tokens asked afresh, the other cluster answering throughout", async () => {
-    const before = (await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.token;
+    const before = (await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.authorization;
     expect(before).toBeDefined();
-    expect((await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.token).toBe(before);
+    expect((await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.authorization).toBe(before);
     const oldA = clusters().get(A);
     const oldB = clusters().get(B);
     let bAnswers = 0;
@@ -173,7 +173,7 @@ describe("the cluster registry against real kube-apiservers", () => {
     expect(bFailures).toBe(0);
     expect(bAnswers).toBeGreaterThan(0);
     // The token cached under the old credential was dropped: a new TokenRequest was made.
-    expect((await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.token).not.toBe(before);
+    expect((await ports.serviceAccountTokens.token(A, "registry-test", "portcullis"))?.authorization).not.toBe(before);
     const text = await metricsText();
     // a, b and the certificate's cluster (removed since) were added; a changed once.
     expect(text).toContain('portcullis_cluster_registry_events_total{event="added"} 3');

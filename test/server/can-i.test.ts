@@ -41,7 +41,7 @@ describe("list: the deny-list, asked of the installation as pinned now", () => {
     createCanI({
       clusters: { has: (id) => id === CLUSTER },
       canView: { canView: async () => true },
-      serviceAccountTokens: { token: async () => ({ token: "sa-token" as never, envoyCluster: "kube-api-test" }) },
+      serviceAccountTokens: { token: async () => ({ authorization: "Bearer sa-token" as never, envoyCluster: "kube-api-test" }) },
       installations: { byUid: (_c, uid) => (uid === installation.uid ? installation : undefined) },
       rulesReviews: { rules: async () => ({ ...secrets, evaluationError: "" }) },
       revocations,

@@ -8,7 +8,7 @@ import { DependencyUnavailable } from "../../src/dependencies/unavailable.ts";
 import { kubeApiEnvoyCluster } from "../../src/envoy/kube-api-upstream.ts";
 import type { AccessAttributes, Installation } from "../../src/ports/policy-ports.ts";
 import { type Revocation, RevocationSet, type RevocationSubject } from "../../src/kube-watch/revocations.ts";
-import { safeHeaderValue } from "../../src/headers/mutations.ts";
+import { bearerCredential, safeHeaderValue } from "../../src/headers/mutations.ts";
 import type { PolicyPorts } from "../../src/server/ports.ts";
 import { ids, PINNED_HASH } from "./tokens.ts";
 
@@ -73,7 +73,7 @@ export class FakeWorld implements PolicyPorts {
         if (token === undefined) return undefined;
         const safe = safeHeaderValue(token);
         if (safe === undefined) throw new DependencyUnavailable("kube-apiserver", "not a header value (fake)");
-        return { token: safe, envoyCluster: kubeApiEnvoyCluster(clusterId) };
+        return { authorization: bearerCredential(safe), envoyCluster: kubeApiEnvoyCluster(clusterId) };
       });
     },
   };

@@ -33,7 +33,7 @@ import type {
 import { prefetch } from "../started.ts";
 import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
-import { bearerCredential, mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
+import { mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
 import { KUBE_API_CLUSTER_HEADER } from "../../envoy/kube-api-upstream.ts";
 import { parseGatewayPath } from "../../kube-reading/gateway-path.ts";
 import type { RequestInfo } from "../../kube-reading/request-info.ts";
@@ -294,6 +294,6 @@ function credentialSwap(request: HttpRequest, minted: MintedToken) {
   return mutations(request.headers, {
     set: { ...ws.set, [KUBE_API_CLUSTER_HEADER]: minted.envoyCluster },
     remove: ["cookie", ...ws.remove],
-    checked: { authorization: bearerCredential(minted.token) },
+    checked: { authorization: minted.authorization },
   });
 }
