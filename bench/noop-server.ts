@@ -8,11 +8,13 @@
  *    does (checkService) and answers scenario 3's allow, encoded once at start
  *    (bench/scenario3-allow.ts): the ~1 KB ServiceAccount token and the header mutations are the job's
  *    own bytes, which no server doing this job avoids. What portcullis costs above it is its own work.
+ * Both run with the options of portcullis's servers (src/server/grpc-server-options.ts: channelz off).
  *
  *   node bench/noop-server.ts --ready-file FILE [--address 127.0.0.1:0] [--scenario same-bytes]
  */
 import * as grpc from "@grpc/grpc-js";
 import { authorizationService, checkService } from "../src/envoy/protos.ts";
+import { GRPC_SERVER_OPTIONS } from "../src/server/grpc-server-options.ts";
 import { encodedScenario3Allow } from "./scenario3-allow.ts";
 import { announceReady, profileOnSignal, serverArgs } from "./servers/common.ts";
 
@@ -25,7 +27,7 @@ function preEncodedCheckService(): grpc.ServiceDefinition {
 }
 
 export async function startNoopServer(address: string, answer: "ok" | "same-bytes" = "ok"): Promise<{ server: grpc.Server; port: number }> {
-  const server = new grpc.Server();
+  const server = new grpc.Server(GRPC_SERVER_OPTIONS);
   const response = answer === "ok" ? OK : encodedScenario3Allow();
   server.addService(answer === "ok" ? authorizationService() : preEncodedCheckService(), {
     Check(_call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) {

@@ -32,6 +32,7 @@ import { ConfigReloader, type ReloadOutcome } from "./reload.ts";
 import { startTracing } from "../tracing/setup.ts";
 import { tracedChecks } from "../tracing/spans.ts";
 import { type CheckActivity, checkHandler } from "./check-handler.ts";
+import { GRPC_SERVER_OPTIONS } from "./grpc-server-options.ts";
 
 /** The largest message the ext_authz port accepts; a larger one is refused RESOURCE_EXHAUSTED, unread. */
 export const MAX_CHECK_MESSAGE_BYTES = 1024 * 1024;
@@ -83,7 +84,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const checks: CheckActivity = { inFlight: 0, started: 0 };
   // A CheckRequest is headers only (no shipped Envoy config sends the body: with_request_body), which
   // Envoy caps at 60 KiB by default; grpc-js would take 4 MiB. CDS requests are smaller still.
-  const grpcServer = withCallMetrics(new grpc.Server({ "grpc.max_receive_message_length": MAX_CHECK_MESSAGE_BYTES }));
+  const grpcServer = withCallMetrics(new grpc.Server({ ...GRPC_SERVER_OPTIONS, "grpc.max_receive_message_length": MAX_CHECK_MESSAGE_BYTES }));
   grpcServer.addService(checkService(), { Check: checkHandler(check, checks) });
   grpcServer.addService(healthService(), health.handlers());
   // On the ext_authz port: Envoy's cds_config uses the connection it already has to portcullis (deploy/cluster-discovery.ts).
@@ -92,7 +93,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const tls = await listenerCredentials(config.listen.tls, logger);
   const grpcPort = await bind(grpcServer, config.listen.grpc, tls.credentials);
 
-  const internalServer = withCallMetrics(new grpc.Server());
+  const internalServer = withCallMetrics(new grpc.Server(GRPC_SERVER_OPTIONS));
   internalServer.addService(installationServiceConstructor().service, installationServiceHandlers(ports.installations, revocationListFor(config, ports)));
   const internalPort = await bind(internalServer, config.listen.internal, tls.credentials);
 
