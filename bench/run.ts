@@ -14,7 +14,6 @@
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -34,6 +33,7 @@ import { assetRequests, BENCH_CLUSTER, benchWorld, pluginTokenRequests, userToke
 import { runFleet, type FleetResult } from "./fleet.ts";
 import { NODE_ENV, NODE_FLAGS } from "../src/cli/node-flags.ts";
 import { SECRET } from "../test/support/tokens.ts";
+import { freePort } from "../test/harness/ports.ts";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const BENCH = import.meta.dirname;
@@ -459,17 +459,6 @@ async function httpOk(url: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolvePort(port));
-    });
-  });
 }
 
 function assertHealthy(id: string, r: LoadResult, phase: string): void {

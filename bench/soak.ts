@@ -9,7 +9,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -19,6 +18,7 @@ import { type CheckResponse, envoyCheckRequest, summarize } from "../test/suppor
 import { ids, OLD_SECRET, PINNED_HASH, pluginToken, SECRET, userToken } from "../test/support/tokens.ts";
 import { FakeKubeApi } from "../test/support/wire-fakes/kube-apiserver.ts";
 import { FakeOpenFga } from "../test/support/wire-fakes/openfga.ts";
+import { freePort } from "../test/harness/ports.ts";
 
 const { values: args } = parseArgs({
   options: { minutes: { type: "string", default: "10" }, "probe-seconds": { type: "string", default: "15" } },
@@ -247,17 +247,6 @@ async function memoryMb(): Promise<{ used: number; total: number; external: numb
   return { used: metric("nodejs_heap_size_used_bytes"), total: metric("nodejs_heap_size_total_bytes"), external: metric("nodejs_external_memory_bytes") };
 }
 const percentile = (xs: number[], p: number) => (xs.length === 0 ? 0 : [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!);
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolvePort(port));
-    });
-  });
-}
 
 // ---------------------------------------------------------------- run
 const client = authorizationClient(`127.0.0.1:${grpcPort}`);

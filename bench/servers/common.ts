@@ -5,10 +5,10 @@
  */
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
-import { createServer } from "node:net";
 import { GCProfiler, getHeapSpaceStatistics, getHeapStatistics } from "node:v8";
 import { parseArgs } from "node:util";
 import { childPids } from "../../test/support/child-pids.ts";
+import { freePort } from "../../test/harness/ports.ts";
 
 export interface ServerArgs {
   readonly readyFile: string;
@@ -53,19 +53,7 @@ export function serverArgs(): ServerArgs {
   };
 }
 
-/** A loopback port free right now: the configuration refuses port 0, so each listener is given one. */
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolvePort(port));
-    });
-  });
-}
-
-/** `address` with port 0 replaced by a free port. */
+/** `address` with port 0 replaced by a free port: the configuration refuses port 0, so each listener is given one. */
 export async function withFreePort(address: string): Promise<string> {
   return address.endsWith(":0") ? `${address.slice(0, -2)}:${await freePort()}` : address;
 }

@@ -25,7 +25,8 @@ import { SECRET } from "../../test/support/tokens.ts";
 import type { KonfidenceBenchWorld } from "../konfidence-world.ts";
 import { warmPorts } from "../warm-ports.ts";
 import { BENCH_TOKEN_LIFETIMES, type BenchWorld } from "../workload.ts";
-import { announceReady, freePort, profileOnSignal, reportMemoryOnSignal, serverArgs, withFreePort } from "./common.ts";
+import { freePort } from "../../test/harness/ports.ts";
+import { announceReady, profileOnSignal, reportMemoryOnSignal, serverArgs, withFreePort } from "./common.ts";
 
 /** The memory scenario's cache sizes: every one of 100,000 users stays cached. */
 export const MEMORY_CACHE_ENTRIES = 100_000;
