@@ -2,10 +2,12 @@
  * The ext_authz Check method. Checks that arrive together are decided together: grpc-js calls the
  * handler for each request as it reads the request's frames, between its own and HTTP/2's work for
  * the next one, and under load a check costs several times what it costs in a loop (bench/FINDINGS.md,
- * issue 55). So the handler only queues the call; once the event loop has read what the sockets hold
- * (setImmediate: the loop's check phase, right after the reads), every queued check is started in
- * arrival order. Each step of the decision then runs for all of them in a row, and their answers
- * leave in one write. Idle, a batch is one check, delayed by nothing but the rest of this loop turn.
+ * issue 55). So the first call of a loop turn is decided at once, and the calls read after it in the
+ * same turn are queued; once the event loop has read what the sockets hold (setImmediate: the loop's
+ * check phase, right after the reads), they are started in arrival order. Each step of the decision
+ * then runs for all of them in a row, and their answers leave in one write. The first is not queued:
+ * a warm answer then leaves with the write that follows the read that brought it, not in a write and a
+ * loop turn of its own, and at a moderate rate nearly every call is the first of its turn.
  */
 import * as grpc from "@grpc/grpc-js";
 import type { CheckRequestMessage } from "../envoy/check-request.ts";
@@ -23,11 +25,12 @@ type Answer = grpc.sendUnaryData<unknown>;
 
 /** `check`'s answer to each call; a call counts in `activity` from its arrival until it is answered. */
 export function checkHandler(check: TracedCheck<CheckResponseMessage>, activity: CheckActivity): grpc.handleUnaryCall<CheckRequestMessage, unknown> {
-  let waiting: Array<{ readonly call: CheckCall; readonly callback: Answer }> = [];
+  /** The calls read after the first of this loop turn; undefined until a turn's first call. */
+  let waiting: Array<{ readonly call: CheckCall; readonly callback: Answer }> | undefined;
 
   function decideWaiting(): void {
-    const batch = waiting;
-    waiting = [];
+    const batch = waiting!;
+    waiting = undefined;
     for (const { call, callback } of batch) decide(call, callback);
   }
 
@@ -56,7 +59,12 @@ export function checkHandler(check: TracedCheck<CheckResponseMessage>, activity:
   return (call, callback) => {
     activity.inFlight++;
     activity.started++;
-    if (waiting.length === 0) setImmediate(decideWaiting);
-    waiting.push({ call, callback });
+    if (waiting !== undefined) {
+      waiting.push({ call, callback });
+      return;
+    }
+    waiting = [];
+    setImmediate(decideWaiting);
+    decide(call, callback);
   };
 }
