@@ -5,25 +5,16 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { authorizationClient } from "../../src/envoy/protos.ts";
 import { envoyCheckRequest } from "../support/envoy.ts";
+import { freePort } from "../harness/ports.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const dir = mkdtempSync(join(tmpdir(), "portcullis-workers-admin-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePort) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolvePort(port));
-    });
-  });
-}
 
 function start(file: string): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
   const child = spawn(process.execPath, ["src/cli/main.ts", "--config", file], {
@@ -38,10 +29,11 @@ function start(file: string): { child: ChildProcess; output: () => string; exite
   return { child, output: () => out, exited };
 }
 
-async function until(condition: () => boolean, ms: number): Promise<void> {
+/** Waits for `condition`; on timeout the error carries the server's output, which says why (a port taken, a worker that failed). */
+async function until(condition: () => boolean, ms: number, output: () => string): Promise<void> {
   const deadline = Date.now() + ms;
   while (!condition()) {
-    if (Date.now() > deadline) throw new Error("timed out");
+    if (Date.now() > deadline) throw new Error(`timed out; the server's output ends:\n${output().slice(-4_000)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -74,7 +66,7 @@ describe("workers: 2, the primary's admin port", () => {
     );
     const server = start(file);
     try {
-      await until(() => (server.output().match(/portcullis listening/g) ?? []).length === 2, 30_000);
+      await until(() => (server.output().match(/portcullis listening/g) ?? []).length === 2, 30_000, server.output);
       const workerPids = [...server.output().matchAll(/"pid":(\d+)[^\n]*portcullis listening/g)].map((m) => m[1]!);
       expect(new Set(workerPids).size).toBe(2);
 
@@ -91,7 +83,7 @@ describe("workers: 2, the primary's admin port", () => {
       }
       for (const client of clients) client.close();
       const total = CLIENTS * PER_CLIENT;
-      await until(() => (server.output().match(/"msg":"denied"/g) ?? []).length === total, 5_000);
+      await until(() => (server.output().match(/"msg":"denied"/g) ?? []).length === total, 5_000, server.output);
       const deniedBy = (pid: string) => (server.output().match(new RegExp(`"pid":${pid}[^\\n]*"msg":"denied"`, "g")) ?? []).length;
       const perWorker = workerPids.map(deniedBy);
       expect(perWorker.every((n) => n > 0), `denials per worker ${perWorker.join(", ")}`).toBe(true);

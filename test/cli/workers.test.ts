@@ -13,19 +13,11 @@ import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { authorizationClient } from "../../src/envoy/protos.ts";
 import { envoyCheckRequest } from "../support/envoy.ts";
+import { freePort } from "../harness/ports.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const dir = mkdtempSync(join(tmpdir(), "portcullis-workers-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePort) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolvePort(port));
-    });
-  });
-}
 
 /** `secretEnv` names the environment variable holding the token secret; an unset one fails every worker's start. */
 async function config(secretEnv = "WORKERS_TEST_SECRET"): Promise<{ file: string; grpc: number; admin: number }> {
