@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { fromCheckRequest, goQuery } from "../../src/envoy/check-request.ts";
+import { type CheckRequestMessage, fromCheckRequest, goQuery } from "../../src/envoy/check-request.ts";
+import { checkService } from "../../src/envoy/protos.ts";
 
 /** The query as [key, values] pairs in key order, for whole-value comparison. */
 const entries = (q: URLSearchParams) => [...new Set(q.keys())].sort().map((k) => [k, q.getAll(k)]);
@@ -88,6 +89,19 @@ describe("fromCheckRequest: the headers record", () => {
     const read = headersOf(headers);
     expect(Object.getPrototypeOf(read)).toBeNull();
     expect({ ...read }).toEqual(expected);
+  });
+
+  it("a map that cannot lose its prototype (protobufjs's shared empty map is frozen) is read all the same", () => {
+    const read = headersOf(Object.freeze({ accept: "*/*" }));
+    expect(Object.getPrototypeOf(read)).toBeNull();
+    expect({ ...read }).toEqual({ accept: "*/*" });
+  });
+
+  it("a decoded request without headers reads none", () => {
+    const bytes = checkService()["Check"]!.requestSerialize({ attributes: { request: { http: { method: "GET", path: "/" } } } });
+    const read = fromCheckRequest(checkService()["Check"]!.requestDeserialize(bytes) as CheckRequestMessage).headers;
+    expect(Object.getPrototypeOf(read)).toBeNull();
+    expect(Object.keys(read)).toEqual([]);
   });
 
   it("inherits nothing: a name Object.prototype holds is no header", () => {
