@@ -102,10 +102,9 @@ function readHeaders(http: HttpAttributes): Record<string, string> {
   }
   const headers = http.headers;
   if (headers == null) return out;
-  // A proto map has one entry per key, and Envoy writes keys in lower case: then the decoded map,
-  // this call's own, is the record itself once it inherits nothing. Reflect answers false for a
-  // map that cannot take it (protobufjs's shared empty map is frozen): that one is copied.
-  if (lowerCaseStrings(headers)) return Reflect.setPrototypeOf(headers, null) ? headers : Object.assign(out, headers);
+  // A proto map has one entry per key, and Envoy writes keys in lower case: then the copy is the
+  // record itself, made in one call.
+  if (lowerCaseStrings(headers)) return Object.assign(out, headers);
   for (const k of Object.keys(headers)) {
     // Envoy sends lower-case keys; a sender that does not must not get one of two values dropped.
     const name = k.toLowerCase();
