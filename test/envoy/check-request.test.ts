@@ -91,7 +91,7 @@ describe("fromCheckRequest: the headers record", () => {
     expect({ ...read }).toEqual(expected);
   });
 
-  it("a map that cannot lose its prototype (protobufjs's shared empty map is frozen) is read all the same", () => {
+  it("a frozen map (protobufjs's shared empty map is) is read into a record of its own", () => {
     const read = headersOf(Object.freeze({ accept: "*/*" }));
     expect(Object.getPrototypeOf(read)).toBeNull();
     expect({ ...read }).toEqual({ accept: "*/*" });
