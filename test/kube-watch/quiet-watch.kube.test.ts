@@ -9,7 +9,7 @@
  * At the default bound of 90 s the probe, then at 60 s, came first by a few milliseconds.)
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { apiserverRequests, lookUpThroughout, type RealIndex, startRealIndex } from "./support/real-index.ts";
+import { apiserverRequests, lookUpThroughout, type RealIndex, startRealIndex, watchCacheInitializations } from "./support/real-index.ts";
 
 const INACTIVITY_MS = 150_000;
 /** Past a minute of silence, and short of the probe. */
@@ -29,10 +29,16 @@ it("a watch silent for over a minute stays synced: every lookup answered, no fai
   const { api, index } = real;
   expect(index.hasSynced).toBe(true);
   const listsBefore = (await apiserverRequests(api, "plugininstallations")).LIST;
+  const cacheStartsBefore = await watchCacheInitializations(api);
   expect(listsBefore).toBeGreaterThan(0);
+  expect(cacheStartsBefore).toBeGreaterThan(0);
   const { answered, unanswered } = await lookUpThroughout(QUIET_MS, 100, () => expect(index.byUid("c", "no-such-installation")).toBeUndefined());
   expect(unanswered).toEqual([]);
   expect(answered).toBeGreaterThan(QUIET_MS / 200);
   expect(real.warnings()).toEqual([]);
-  expect((await apiserverRequests(api, "plugininstallations")).LIST).toBe(listsBefore);
+  // A list again only where the API server ended the watch by restarting its watch cache, never of
+  // the index's own doing. (Once in 17 CI runs a second list came without a warning; the cache's
+  // restarts were not read then, and now are.)
+  const cacheRestarts = (await watchCacheInitializations(api)) - cacheStartsBefore;
+  expect((await apiserverRequests(api, "plugininstallations")).LIST - listsBefore).toBeLessThanOrEqual(cacheRestarts);
 });

@@ -53,6 +53,20 @@ export async function lookUpThroughout(forMs: number, everyMs: number, lookup: (
   return { answered, unanswered };
 }
 
+/**
+ * How often the API server's watch cache for PluginInstallations has (re)initialised, from its own
+ * /metrics. kube-apiserver's cacher ends every watch on it when its own watch of etcd ends and it
+ * lists again ("Terminating all watchers from cacher"), so each reinitialisation after the first
+ * ends the index's watch cleanly, and the index rightly lists again: a list the API server caused,
+ * not the index.
+ */
+export async function watchCacheInitializations(api: KubeApiserver): Promise<number> {
+  const { text } = await rawTextRequest(api, "GET", "/metrics", undefined);
+  return [...text.matchAll(/^apiserver_watch_cache_initializations_total\{([^}]*)\} (\d+)$/gm)]
+    .filter(([, labels]) => labels!.includes('group="plugins.fundament.io"') && labels!.includes('resource="plugininstallations"'))
+    .reduce((sum, [, , n]) => sum + Number(n), 0);
+}
+
 /** Requests the API server has served for one resource, by verb, from its own /metrics. */
 export async function apiserverRequests(api: KubeApiserver, resource: string): Promise<{ LIST: number; WATCH: number }> {
   const { text } = await rawTextRequest(api, "GET", "/metrics", undefined);
