@@ -38,7 +38,7 @@ afterAll(async () => {
   await real?.stop();
 });
 
-it("at the default bound, bookmarks alone keep it synced: no list after the first, every lookup answered", { timeout: QUIET_MS + 30_000 }, async () => {
+it("at the default bound, bookmarks alone keep it synced: no list after the first the API server did not cause, every lookup answered", { timeout: QUIET_MS + 30_000 }, async () => {
   const { api, index } = real;
   expect(index.hasSynced).toBe(true);
   const before = await apiserverRequests(api, "plugininstallations");
