@@ -12,7 +12,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { rawRequest } from "../harness/index.ts";
 import { PINNED_HASH } from "../support/tokens.ts";
 import { until } from "../support/wire-fakes/wired.ts";
-import { apiserverRequests, lookUpThroughout, type RealIndex, startRealIndex, watchCacheInitializations } from "./support/real-index.ts";
+import { apiserverCounts, lookUpThroughout, type RealIndex, startRealIndex } from "./support/real-index.ts";
 
 /** Two bookmark periods and then some: any probe due before a bookmark would have listed twice. */
 const QUIET_MS = 150_000;
@@ -41,13 +41,12 @@ afterAll(async () => {
 it("at the default bound, bookmarks alone keep it synced: no list after the first the API server did not cause, every lookup answered", { timeout: QUIET_MS + 30_000 }, async () => {
   const { api, index } = real;
   expect(index.hasSynced).toBe(true);
-  const before = await apiserverRequests(api, "plugininstallations");
-  const cacheStartsBefore = await watchCacheInitializations(api);
+  const before = await apiserverCounts(api, "plugininstallations");
   expect(before.LIST).toBeGreaterThan(0);
-  expect(cacheStartsBefore).toBeGreaterThan(0);
+  expect(before.watchCacheStarts).toBeGreaterThan(0);
   const { unanswered } = await lookUpThroughout(QUIET_MS, 250, () => expect(index.byUid("c", uid)).toBeDefined());
-  const after = await apiserverRequests(api, "plugininstallations");
-  const cacheRestarts = (await watchCacheInitializations(api)) - cacheStartsBefore;
+  const after = await apiserverCounts(api, "plugininstallations");
+  const cacheRestarts = after.watchCacheStarts - before.watchCacheStarts;
   expect(unanswered).toEqual([]);
   expect(real.warnings()).toEqual([]);
   // Only where the API server restarted its watch cache, which ends every watch on it (as in quiet-watch.kube.test.ts).

@@ -54,25 +54,21 @@ export async function lookUpThroughout(forMs: number, everyMs: number, lookup: (
 }
 
 /**
- * How often the API server's watch cache for PluginInstallations has (re)initialised, from its own
- * /metrics. kube-apiserver's cacher ends every watch on it when its own watch of etcd ends and it
- * lists again ("Terminating all watchers from cacher"), so each reinitialisation after the first
- * ends the index's watch cleanly, and the index rightly lists again: a list the API server caused,
- * not the index.
+ * What the API server did for one resource, from one reading of its own /metrics: the requests it
+ * served, by verb, and how often its watch cache for the resource has (re)initialised. Its cacher
+ * ends every watch on the cache when its own watch of etcd ends and it lists again ("Terminating all
+ * watchers from cacher"), so each reinitialisation after the first ends the index's watch cleanly,
+ * and the index rightly lists and watches again: requests the API server caused, not the index.
  */
-export async function watchCacheInitializations(api: KubeApiserver): Promise<number> {
+export async function apiserverCounts(api: KubeApiserver, resource: string): Promise<{ LIST: number; WATCH: number; watchCacheStarts: number }> {
   const { text } = await rawTextRequest(api, "GET", "/metrics", undefined);
-  return [...text.matchAll(/^apiserver_watch_cache_initializations_total\{([^}]*)\} (\d+)$/gm)]
-    .filter(([, labels]) => labels!.includes('group="plugins.fundament.io"') && labels!.includes('resource="plugininstallations"'))
-    .reduce((sum, [, , n]) => sum + Number(n), 0);
-}
-
-/** Requests the API server has served for one resource, by verb, from its own /metrics. */
-export async function apiserverRequests(api: KubeApiserver, resource: string): Promise<{ LIST: number; WATCH: number }> {
-  const { text } = await rawTextRequest(api, "GET", "/metrics", undefined);
-  const served = (verb: string) =>
-    [...text.matchAll(/^apiserver_request_total\{([^}]*)\} (\d+)$/gm)]
-      .filter(([, labels]) => labels!.includes(`resource="${resource}"`) && labels!.includes(`verb="${verb}"`))
+  const total = (metric: string, label?: string) =>
+    [...text.matchAll(new RegExp(`^${metric}\\{([^}]*)\\} (\\d+)$`, "gm"))]
+      .filter(([, labels]) => labels!.includes(`resource="${resource}"`) && (label === undefined || labels!.includes(label)))
       .reduce((sum, [, , n]) => sum + Number(n), 0);
-  return { LIST: served("LIST"), WATCH: served("WATCH") };
+  return {
+    LIST: total("apiserver_request_total", 'verb="LIST"'),
+    WATCH: total("apiserver_request_total", 'verb="WATCH"'),
+    watchCacheStarts: total("apiserver_watch_cache_initializations_total"),
+  };
 }
