@@ -51,6 +51,11 @@ interface Target {
 /** A cached "no such ServiceAccount" is a short-lived answer, not an error. */
 const MISSING: MintedToken = Object.freeze({ authorization: "" as SafeHeaderValue, envoyCluster: "" });
 const MISSING_TTL_MS = 2_000;
+
+function unlessMissing(token: MintedToken): MintedToken | undefined {
+  return token === MISSING ? undefined : token;
+}
+
 /**
  * How long a token is served while the ServiceAccount feed does not prove its cluster (a hung or
  * failing watch): an account deleted meanwhile has its token minted again within this, as the
@@ -120,9 +125,9 @@ export class TokenRequests implements ServiceAccountTokens, TokenInvalidation {
     });
   }
 
-  async token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<MintedToken | undefined> {
-    const token = await this.#cache.lookup(tokenKey(this.#clusterTags.tagOf(clusterId), namespace, name, ownerUid), { clusterId, namespace, name });
-    return token === MISSING ? undefined : token;
+  /** Not an async function: a hit is the cache's settled promise and one step, without an async frame. */
+  token(clusterId: string, namespace: string, name: string, ownerUid = ""): Promise<MintedToken | undefined> {
+    return this.#cache.lookup(tokenKey(this.#clusterTags.tagOf(clusterId), namespace, name, ownerUid), { clusterId, namespace, name }).then(unlessMissing);
   }
 
   /**
