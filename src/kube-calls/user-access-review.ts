@@ -93,7 +93,8 @@ export class SubjectAccessReviews implements UserAccessReview, ReviewInvalidatio
     });
   }
 
-  async allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean> {
+  /** Not an async function: a hit is the cache's settled promise alone, not a second promise resolved with it. */
+  allowed(clusterId: string, userId: string, attributes: AccessAttributes): Promise<boolean> {
     return this.#cache.lookup(reviewKey(this.#clusterTags.tagOf(clusterId), userId, attributes), { clusterId, userId, attributes });
   }
 
