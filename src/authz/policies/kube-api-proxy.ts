@@ -186,7 +186,7 @@ async function userRequest(
   const known = deps.clusters.has(clusterId);
   const sa = userServiceAccount(claims.sub);
   const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
-  const token = prefetch(async () => (known ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name) : undefined));
+  const token = prefetch(() => (known ? deps.serviceAccountTokens.token(clusterId, sa.namespace, sa.name) : NO_TOKEN));
 
   if (!traceVerdict("can_view", await canView)) return deny("can-view-denied", "you cannot view this cluster");
   if (!traceVerdict("cluster-known", known)) return deny("unknown-cluster", "no such cluster");
