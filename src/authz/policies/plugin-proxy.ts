@@ -3,7 +3,8 @@
  * pod, `/installations/{id}/controller/…` to the plugin-controller. There is no Kubernetes scope to
  * apply, so authorization reduces to: aud=fundament-plugin, the URL's installation_id equals the
  * claim, and OpenFGA can_view on (user, claims.cluster_id) still holds; and, as on kube-api-proxy,
- * the token is not on the revocation list (FUN-17 §10).
+ * the token is not on the revocation list (FUN-17 §10) and the request carries no impersonation
+ * headers (DESIGN.md "Denials").
  * To route, the installation is then resolved in the PluginInstallation index.
  *
  * The upstream is not in the URL: on allow, headers tell Envoy which cluster, namespace and Service
@@ -23,6 +24,7 @@ import { revokedDenial, tokenSubject } from "../revocation-gate.ts";
 import { endsByTokenExpiry } from "../stream-bound.ts";
 import type { RevocationList } from "../../kube-watch/revocations.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
+import { impersonates } from "../../headers/impersonation.ts";
 import { mutations, websocketBearerDropped } from "../../headers/mutations.ts";
 import { pluginServiceAccount } from "../../kube-reading/service-accounts.ts";
 import type { TokenVerifier } from "../../tokens/fundament.ts";
@@ -90,6 +92,10 @@ export function pluginProxy(deps: PluginProxyDeps): Policy {
       // before the binding and the remote can_view. Unsynced, it throws: a 503, never an allow.
       const revoked = revokedDenial(deps.revocations, tokenSubject(claims), "plugin-proxy", "revocation");
       if (revoked !== undefined) return revoked;
+      // As on kube-api-proxy: a plugin request names no identity but its token's.
+      if (!traceVerdict("no-impersonation", !impersonates(request.headers))) {
+        return deny("impersonation-forbidden", "impersonation is not allowed for plugin requests");
+      }
       // The URL's installation_id matches the claim.
       if (!traceVerdict("installation-binding", route.installationId === claims.installationId)) {
         return deny("installation-mismatch", "the token is bound to another installation");

@@ -100,6 +100,10 @@ describe("plugin-proxy", () => {
     { name: "UserToken as Bearer (escalation wall)", headers: () => bearer(userToken()), http: 401, reason: "wrong-audience" },
     { name: "token for another service", headers: () => bearer(pluginToken({ aud: "dcim-api" })), http: 401, reason: "wrong-audience" },
     { name: "malformed bearer", headers: async () => ({ authorization: "Bearer a.b" }), http: 401, reason: "invalid-token" },
+    // DESIGN.md "Denials": impersonation headers on a plugin request, whatever route takes its PluginToken.
+    { name: "Impersonate-User on the runtime route", headers: async () => ({ ...(await bearer(pluginToken())), "impersonate-user": "system:admin" }), http: 403, reason: "impersonation-forbidden" },
+    { name: "Impersonate-Group on the controller route", path: `/installations/${ids.installation}/controller/status`, headers: async () => ({ ...(await bearer(pluginToken())), "impersonate-group": "system:masters" }), http: 403, reason: "impersonation-forbidden" },
+    { name: "Impersonate-Extra-* alone", headers: async () => ({ ...(await bearer(pluginToken())), "impersonate-extra-scopes": "view" }), http: 403, reason: "impersonation-forbidden" },
     { name: "installation id differs from the claim", path: `/installations/${ids.otherInstallation}/runtime/`, http: 403, reason: "installation-mismatch" },
     { name: "installation id in upper case", path: `/installations/${ids.installation.toUpperCase()}/runtime/`, http: 403, reason: "installation-mismatch" },
     { name: "installation id not a UUID", path: `/installations/cert-manager/runtime/`, http: 400, reason: "bad-request" },
