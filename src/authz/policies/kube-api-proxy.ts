@@ -33,6 +33,7 @@ import type {
 import { prefetch } from "../started.ts";
 import { trace, traceVerdict } from "../trace.ts";
 import type { HttpRequest } from "../../envoy/check-request.ts";
+import { impersonates } from "../../headers/impersonation.ts";
 import { mutations, type SafeHeaderValue, websocketBearerDropped } from "../../headers/mutations.ts";
 import { KUBE_API_CLUSTER_HEADER } from "../../envoy/kube-api-upstream.ts";
 import { parseGatewayPath } from "../../kube-reading/gateway-path.ts";
@@ -41,7 +42,7 @@ import { pluginServiceAccount, userServiceAccount } from "../../kube-reading/ser
 import { installationDenial, type InstallationVerdict, installationVerdict } from "../installation.ts";
 import { revokedDenial, tokenSubject } from "../revocation-gate.ts";
 import type { RevocationList } from "../../kube-watch/revocations.ts";
-import { streamBound } from "../stream-bound.ts";
+import { type StreamLimits, streamBound } from "../stream-bound.ts";
 import { streamKindOf } from "../../kube-reading/long-running.ts";
 import type { PluginClaims, TokenVerifier, UserClaims } from "../../tokens/fundament.ts";
 
@@ -195,14 +196,17 @@ async function userRequest(
   trace("kube-path", kube.kind === "not-found" ? "not-found" : pathRefused ? "malformed" : "ok");
   if (kube.kind === "not-found") return deny("not-found", "not a Kubernetes API path");
   if (pathRefused) return deny("bad-request", kube.detail);
-  // A stream is bounded by the user's token: one whose query the API server may read otherwise cannot be.
-  if (kube.kind === "bad-request" && streamKindOf(kube.asked!) !== undefined) return deny("bad-request", kube.detail);
-  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: Date.now(), watchMaxSeconds: undefined }) : undefined;
+  // A stream is bounded by the user's token: one whose query the API server may read otherwise cannot
+  // be, nor can a request whose query it reads otherwise (a pair not UTF-8, past Go's parameter
+  // limit: request.targetError), for what was not read may be its `watch`.
+  if (kube.kind === "bad-request" && (request.targetError !== undefined || streamKindOf(kube.asked!) !== undefined)) return deny("bad-request", kube.detail);
+  const limits = { tokenExp: claims.exp, watchMaxSeconds: undefined };
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { ...limits, nowMs: Date.now() }) : undefined;
   if (bound?.kind === "deny") return bound;
   const saToken = await token;
   trace("user-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("user-unavailable", "you have no identity on this cluster yet");
-  return allow(credentialSwap(request, saToken), bound);
+  return allowBounded(request, saToken, kube, limits);
 }
 
 /**
@@ -232,8 +236,9 @@ async function pluginRequest(
   if (!traceVerdict("cluster-binding", clusterId === claims.clusterId)) return deny("cluster-mismatch", "the token is bound to another cluster");
 
   const known = deps.clusters.has(clusterId);
-  // How the stream it opens ends in time (pure; reported at gate 4, where the request is read).
-  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { tokenExp: claims.exp, nowMs: Date.now(), watchMaxSeconds: deps.pluginWatchMaxSeconds }) : undefined;
+  // Whether the stream it opens can be bounded (pure; reported at gate 4, where the request is read).
+  const limits = { tokenExp: claims.exp, watchMaxSeconds: deps.pluginWatchMaxSeconds };
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { ...limits, nowMs: Date.now() }) : undefined;
   const readable = kube.kind === "ok" && bound?.kind !== "deny";
   const canView = prefetch(() => deps.canView.canView(claims.sub, clusterId));
   // Nothing is reviewed or minted for a request gate 4 refuses.
@@ -264,12 +269,7 @@ async function pluginRequest(
   const saToken = await pluginToken;
   trace("plugin-serviceaccount-token", saToken === undefined ? "no such serviceaccount" : "issued");
   if (saToken === undefined) return deny("installation-unavailable", "the plugin's ServiceAccount does not exist");
-  return allow(credentialSwap(request, saToken), bound);
-}
-
-function impersonates(headers: Readonly<Record<string, string>>): boolean {
-  for (const name in headers) if (name.startsWith("impersonate-")) return true;
-  return false;
+  return allowBounded(request, saToken, kube, limits);
 }
 
 /** No review was asked, no token minted: the gate before them refuses the request. */
@@ -280,6 +280,16 @@ function allAllowed(review: UserAccessReview, clusterId: string, userId: string,
   // Nearly every request is one review: its own promise, without an async frame or an array of answers.
   if (attributes.length === 1) return review.allowed(clusterId, userId, attributes[0]!);
   return Promise.all(attributes.map((a) => review.allowed(clusterId, userId, a))).then((answers) => answers.every(Boolean));
+}
+
+/**
+ * The allow, its stream bounded from now: the stream starts when Envoy has the answer, and the
+ * remote gates awaited since the bound was first read have used up part of the token's lifetime.
+ */
+function allowBounded(request: HttpRequest, minted: MintedToken, kube: KubeRequest, limits: Omit<StreamLimits, "nowMs">): Decision {
+  const bound = kube.kind === "ok" ? streamBound(request, kube.info, { ...limits, nowMs: Date.now() }) : undefined;
+  if (bound?.kind === "deny") return bound;
+  return allow(credentialSwap(request, minted), bound);
 }
 
 /**

@@ -497,6 +497,33 @@ describe("streams end in time (issue 54): the CheckResponse as Envoy's protos de
     expect(short).toMatchObject({ allowed: true, query: [["timeoutSeconds", expect.stringMatching(/^(599|600)$/)]] });
   });
 
+  it.each([
+    { name: "a PluginToken watch, its review answered in 600 ms", token: pluginToken, slow: (w: FakeWorld) => (w.sarAnswer = () => ({ delayMs: 600, value: true })), path: `${watchPath}?watch=1` },
+    { name: "a PluginToken exec, its review answered in 600 ms", token: pluginToken, slow: (w: FakeWorld) => (w.sarAnswer = () => ({ delayMs: 600, value: true })), path: `${base}/api/v1/namespaces/team-a/pods/web-0/exec?command=sh` },
+    {
+      name: "a UserToken watch, its ServiceAccount token minted in 600 ms",
+      token: userToken,
+      slow: (w: FakeWorld) => {
+        const minted = w.tokenAnswer;
+        w.tokenAnswer = (c, ns, name) => ({ delayMs: 600, value: minted(c, ns, name) as string | undefined });
+      },
+      path: `${watchPath}?watch=1`,
+    },
+  ])("the bound counts from the answer, not from the check's start: $name ends by the token's exp", async ({ token, slow, path }) => {
+    slow(world);
+    // 600 ms past a whole second: the gates' 600 ms then cross into the next second, where a bound read at the start would end 200 ms past exp.
+    await new Promise((r) => setTimeout(r, (1600 - (Date.now() % 1000)) % 1000));
+    const exp = nowSeconds() + 10;
+    const headers = await bearer(token({}, { exp }));
+    const sentAt = Date.now();
+    const res = await check(path, headers);
+    expect(res.allowed).toBe(true);
+    if (!res.allowed) return;
+    const seconds = res.query !== undefined ? Number(res.query[0]![1]) : Number(res.set["x-envoy-upstream-stream-duration-ms"]) / 1000;
+    // The answer, and the stream after it, come 600 ms after the request at the earliest.
+    expect(sentAt + 600 + seconds * 1000).toBeLessThanOrEqual(exp * 1000);
+  });
+
   it("log follow and port-forward: Envoy ends them at the token's expiry; a list is left alone; the metric counts each bounded stream", async () => {
     const metric = async () => {
       const text = await (await fetch(`http://127.0.0.1:${server.server.adminPort}/metrics`)).text();

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { AccessAttributes } from "../../../src/ports/policy-ports.ts";
 import { FakeWorld } from "../../support/fakes.ts";
 import { startTestServer, type TestServer } from "../../support/server.ts";
-import { ids, pluginToken } from "../../support/tokens.ts";
+import { ids, pluginToken, userToken } from "../../support/tokens.ts";
+import { type Oracle, startOracle } from "../../kube-reading/requestinfo-oracle.ts";
 
 const PODS = `/clusters/${ids.cluster}/api/v1/namespaces/team-b/pods`;
 const SELECTOR = "fieldSelector=metadata.name%3Dweb-1";
@@ -78,5 +79,38 @@ describe("kube-api-proxy reads a query as kube-apiserver does, and refuses one i
       expect(res.allowed).toBe(true);
       expect(world.sarRequests).toEqual(expected.sars);
     }
+  });
+});
+
+/**
+ * A UserToken request acts as the user, so a request kube-apiserver will refuse is forwarded for it
+ * to refuse. One whose query it reads otherwise is not: the pair not read here may be its `watch`,
+ * which the API server then runs on its own clock (30–60 min), past the user's token. kube-apiserver's
+ * own reading (the oracle) says which of these it serves as a watch.
+ */
+describe("a UserToken request whose query kube-apiserver reads otherwise is refused, not forwarded unbounded", () => {
+  let oracle: Oracle;
+  beforeAll(() => {
+    oracle = startOracle();
+  });
+  afterAll(async () => oracle.stop());
+  const userCheck = async (rawQuery: string) =>
+    server.check({ method: "GET", path: `${PODS}?${rawQuery}`, headers: { authorization: `Bearer ${await userToken({}, { exp: Math.floor(Date.now() / 1000) + 600 })}` }, policy: "kube-api-proxy" });
+
+  it.each(["watch=%FF", "watch=tru%C3", "watch=%C0%AF&resourceVersion=0"])("?%s: a watch to kube-apiserver, 400 here", async (rawQuery) => {
+    const [read] = await oracle.ask([{ method: "GET", path: "/api/v1/namespaces/team-b/pods", rawQuery }]);
+    expect({ rejected: read!.rejected, verb: read!.requestInfo?.verb }).toEqual({ rejected: "", verb: "watch" });
+    expect(await userCheck(rawQuery)).toMatchObject({ allowed: false, http: 400, reason: "bad-request" });
+  });
+
+  it("watch=1 past Go's parameter limit (an API server built with an older Go reads the watch)", async () => {
+    expect(await userCheck(`watch=1${"&x=1".repeat(10_000)}`)).toMatchObject({ allowed: false, http: 400, reason: "bad-request" });
+  });
+
+  it("control: a request kube-apiserver itself refuses (a ?timeout= that is no Go duration) is still forwarded for it to refuse", async () => {
+    const rawQuery = "timeout=10";
+    const [read] = await oracle.ask([{ method: "GET", path: "/api/v1/namespaces/team-b/pods", rawQuery }]);
+    expect(read!.rejected).not.toBe("");
+    expect(await userCheck(rawQuery)).toMatchObject({ allowed: true });
   });
 });
