@@ -262,7 +262,9 @@ function compareSpecificity(a: ReadonlyArray<string | undefined>, b: ReadonlyArr
     const bLiteral = b[i] !== undefined;
     if (aLiteral !== bLiteral) return aLiteral ? -1 : 1;
   }
-  return 0;
+  // A consistent order for sort(): answering 0 for a template and a longer one alike up to its end
+  // let sort() leave `stages/{stageId}` before `stages/order`, as the routes were listed.
+  return a.length - b.length;
 }
 
 function sameShape(a: ReadonlyArray<string | undefined>, b: ReadonlyArray<string | undefined>): boolean {

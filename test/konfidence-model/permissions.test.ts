@@ -120,6 +120,27 @@ describe("compileRoutes rejects tables it cannot decide with", () => {
     expect(table.match("GET", `${P}/stages/overview`)).toMatchObject({ resource: "deployments" });
     expect(table.match("GET", `${P}/stages/dev`)).toMatchObject({ resource: "stages" });
   });
+
+  // A shorter template between them made the sort's order inconsistent, and list order decided.
+  it("prefers the literal with routes of other lengths listed between them", () => {
+    const table = compileRoutes([
+      { methods: ["PUT"], path: "/api/v1/projects/{projectId}/stages/{stageId}", kind: "stages", verb: "update" },
+      { methods: ["GET"], path: "/api/v1/projects/{projectId}", kind: "project", verb: "read" },
+      { methods: ["PUT"], path: "/api/v1/projects/{projectId}/stages/order", kind: "landscapes", verb: "update" },
+    ]);
+    expect(table.match("PUT", `${P}/stages/order`)).toMatchObject({ resource: "landscapes", verb: "update" });
+  });
+
+  it("an operator's literal endpoint inserted anywhere in the default table is matched as itself, never as a parameter template", () => {
+    const literal: RouteSpec = { methods: ["PUT"], path: "/api/v1/projects/{projectId}/stages/order", kind: "landscapes", verb: "update" };
+    const misread = [];
+    for (let at = 0; at <= DEFAULT_ROUTES.length; at++) {
+      const table = compileRoutes([...DEFAULT_ROUTES.slice(0, at), literal, ...DEFAULT_ROUTES.slice(at)]);
+      const matched = table.match("PUT", `${P}/stages/order`);
+      if (!(matched.kind === "project" && matched.resource === "landscapes")) misread.push(at);
+    }
+    expect(misread).toEqual([]);
+  });
 });
 
 describe("default permission matrix (ADR-0028 role intent)", () => {
