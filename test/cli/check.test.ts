@@ -279,6 +279,7 @@ describe("POST /explain", () => {
       "plugin-route",
       "token",
       "revocation",
+      "no-impersonation",
       "installation-binding",
       "can_view",
       "cluster-known",
